@@ -1,0 +1,86 @@
+"""``ptxrag sandbox ...``: evaluate a candidate kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .common import console, fail, styled
+
+sandbox_app = typer.Typer(help="Compile, check, run, profile and time candidate kernels.", no_args_is_help=True)
+
+
+def print_report(rep) -> None:  # noqa: ANN001 - EvaluationReport; imported lazily
+    verdict = "[bold green]SUCCESS[/]" if rep.success else "[bold red]NOT A SUCCESS[/]"
+    console.print(f"task [bold]{rep.task_id}[/] ({rep.arch}) on {rep.gpu or 'no GPU'}: {verdict}")
+    t = Table(show_header=True, header_style="bold")
+    t.add_column("stage")
+    t.add_column("status")
+    t.add_column("s", justify="right")
+    t.add_column("message", overflow="fold")
+    for s in rep.stages():
+        t.add_row(s.stage, styled(s.status), f"{s.wall_s:.2f}", s.message)
+    console.print(t)
+    if rep.static.instructions or rep.execution.instructions:
+        it = Table(title="target instructions", header_style="bold")
+        it.add_column("PTX")
+        it.add_column("SASS in binary")
+        it.add_column("predicated-on thread instr.", justify="right")
+        it.add_column("executed")
+        execs = {e.ptx: e for e in rep.execution.instructions}
+        for p in rep.static.instructions:
+            e = execs.get(p.ptx)
+            it.add_row(
+                p.ptx,
+                ", ".join(p.sass_found) or "[red]absent[/]",
+                str(e.predicated_on_thread_instructions) if e else "-",
+                ("[green]yes[/]" if e.executed else "[red]no[/]") if e else "[yellow]not checked[/]",
+            )
+        console.print(it)
+    if rep.compile.status == "failed" and rep.compile.log:
+        console.print("[bold]compiler output[/]\n" + rep.compile.log, markup=False, highlight=False)
+
+
+@sandbox_app.command("check")
+def check(
+    kernel: Annotated[Path | None, typer.Argument(help="candidate .cu file (default: the task's reference solution)")] = None,
+    task: Annotated[str, typer.Option("--task", "-t", help="task id or task folder")] = "warp-reduce-redux",
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    no_timing: Annotated[bool, typer.Option("--no-timing", help="skip the timing stage")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="recompile even when cached")] = False,
+    artifacts: Annotated[Path | None, typer.Option(help="folder for the ncu CSV and logs")] = None,
+) -> None:
+    """Evaluate KERNEL for TASK. Exit 0 when no stage failed, 1 when one did, 2 on a harness error."""
+    from ptxrag.sandbox import Sandbox, SandboxConfig, ToolchainError
+    from ptxrag.tasks import TaskError, load_task
+
+    try:
+        spec = load_task(task)
+    except TaskError as e:
+        fail(str(e))
+    path = kernel or spec.path(spec.solution)
+    try:
+        source = path.read_text()
+    except OSError as e:
+        fail(f"cannot read {path}: {e}")
+    cfg = SandboxConfig(run_timing=not no_timing, use_compile_cache=not no_cache, artifacts_dir=artifacts)
+    try:
+        with console.status(f"evaluating {path.name} for {spec.id} ..."):
+            rep = Sandbox(cfg).evaluate(spec, source)
+    except ToolchainError as e:
+        fail(str(e))
+    if json_out:
+        print(rep.model_dump_json(indent=2))
+    else:
+        print_report(rep)
+    if any(s.status == "error" for s in rep.stages()):
+        raise typer.Exit(2)
+    if rep.first_failure is not None:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sandbox_app, name="sandbox")

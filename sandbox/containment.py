@@ -1,0 +1,246 @@
+"""Run untrusted work in a contained child process.
+
+What this gives (and what it does not) is written down in docs/sandbox.md. In short, each child:
+- starts in a fresh temporary directory with a clean environment (no API keys, HOME = its directory);
+- leads its own session, so it and everything it forks is killed together (SIGKILL to the session,
+  plus any process that still descends from it);
+- has rlimits: no core files, bounded file size, open files, CPU seconds, and (for non-root users)
+  processes;
+- is watched: a thread samples its session's resident memory and process count and kills it when a
+  bound is crossed (RLIMIT_AS cannot be used: the CUDA driver reserves terabytes of address space);
+- has a wall-clock limit per request.
+This is robustness against buggy and runaway kernels, not a security boundary against a determined
+attacker; see docs/sandbox.md for how to add one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = 32 << 30  # resident memory of the whole session
+    max_procs: int = 64  # processes in the session
+    cpu_s: int = 600  # CPU seconds per process (RLIMIT_CPU backstop)
+    file_bytes: int = 4 << 30  # largest file the child may write
+    open_files: int = 1024
+
+
+@dataclass
+class Tracked:
+    """Why a contained child was killed, when the watchdog or a deadline did it."""
+
+    killed_reason: str | None = None
+    peak_rss_bytes: int = 0
+    peak_procs: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def kill_for(self, reason: str) -> None:
+        with self._lock:
+            if self.killed_reason is None:
+                self.killed_reason = reason
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, session id) for every process we can see."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                data = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = data[data.rfind(")") + 2 :].split()
+        try:
+            table[int(entry.name)] = (int(rest[1]), int(rest[3]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def session_members(root_pid: int) -> set[int]:
+    """Processes in ``root_pid``'s session, plus any descendant that left it (setsid)."""
+    table = _proc_table()
+    members = {pid for pid, (_, sid) in table.items() if sid == root_pid}
+    members.add(root_pid)
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, _) in table.items():
+            if ppid in members and pid not in members:
+                members.add(pid)
+                changed = True
+    return {p for p in members if p in table}
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def kill_tree(root_pid: int) -> None:
+    """SIGKILL the session and every descendant, repeatedly, until none is left (fork races)."""
+    for _ in range(50):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(root_pid, signal.SIGKILL)
+        members = session_members(root_pid)
+        alive = [p for p in members if p != os.getpid()]
+        for p in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        # the root itself may already be a zombie waiting for us; it is not "alive" in any useful sense
+        if not [p for p in alive if p != root_pid]:
+            return
+        time.sleep(0.02)
+
+
+def _preexec(limits: Limits) -> None:
+    # runs in the child between fork and exec: only async-signal-safe work
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the watchdog covers it
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
+
+
+def clean_env(workdir: Path, keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """A minimal environment: no API keys or tokens reach candidate code."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "PYTHONPATH", *keep):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    return env
+
+
+class Contained:
+    """A running contained child with a watchdog. Use as a context manager; exit kills everything."""
+
+    def __init__(
+        self,
+        cmd: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        limits: Limits,
+        stdout_path: Path,
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
+        self.limits = limits
+        self.tracked = Tracked()
+        self._out = open(stdout_path, "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            start_new_session=True,
+            preexec_fn=lambda: _preexec(limits),  # noqa: PLW1509
+        )
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watchdog, daemon=True)
+        self._watch.start()
+
+    def _watchdog(self) -> None:
+        while not self._stop.wait(0.05):
+            if self.proc.poll() is not None:
+                # the leader is gone; descendants may linger: they are killed in close()
+                return
+            members = session_members(self.proc.pid)
+            rss = sum(_rss(p) for p in members)
+            t = self.tracked
+            t.peak_rss_bytes = max(t.peak_rss_bytes, rss)
+            t.peak_procs = max(t.peak_procs, len(members))
+            if len(members) > self.limits.max_procs:
+                t.kill_for(f"started more than {self.limits.max_procs} processes (fork bomb?)")
+                kill_tree(self.proc.pid)
+                return
+            if rss > self.limits.memory_bytes:
+                t.kill_for(f"used more than {self.limits.memory_bytes >> 20} MiB of host memory")
+                kill_tree(self.proc.pid)
+                return
+
+    def kill(self, reason: str) -> None:
+        self.tracked.kill_for(reason)
+        kill_tree(self.proc.pid)
+
+    def close(self) -> None:
+        self._stop.set()
+        kill_tree(self.proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._out.close()
+
+    def __enter__(self) -> Contained:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        hint = {"SIGSEGV": " (segmentation fault on the host)", "SIGABRT": " (abort)", "SIGXCPU": " (CPU limit)"}
+        return f"killed by {name}{hint.get(name, '')}"
+    return f"exited with code {returncode}"
+
+
+def run_contained(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    limits: Limits,
+    timeout_s: float,
+    stdout_path: Path,
+) -> tuple[int | None, Tracked]:
+    """Run to completion (or kill at the deadline). Returns (returncode or None if killed, tracking)."""
+    with Contained(cmd, cwd=cwd, env=env, limits=limits, stdout_path=stdout_path) as c:
+        try:
+            rc = c.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            c.kill(f"did not finish within {timeout_s:.0f} s")
+            rc = None
+        return (rc if c.tracked.killed_reason is None else None), c.tracked
+
+
+def tail(path: Path, max_chars: int = 2000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    text = data[-max_chars:].decode(errors="replace")
+    return ("..." if len(data) > max_chars else "") + text

@@ -1,0 +1,441 @@
+"""The evaluator: compile -> static -> correctness -> execution -> timing, stopping at the first failure.
+
+``Sandbox(...).evaluate(task, source)`` returns an EvaluationReport. Failures the candidate caused are
+data in the report; a broken harness (missing toolchain, unreadable task) raises or reports ``error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptxrag.tasks.spec import TaskSpec
+
+from . import ncu as ncu_mod
+from .compile import compile_candidate
+from .containment import Contained, Limits, clean_env, describe_exit, run_contained, tail
+from .opcodes import resolve
+from .report import (
+    CheckResult,
+    CompileResult,
+    CorrectnessResult,
+    EvaluationReport,
+    ExecutionResult,
+    StaticResult,
+    TimingResult,
+    skipped,
+)
+from .static import forbidden_hits, static_check
+from .toolchain import GpuInfo, detect_gpu, find_ncu
+
+GPU_DIR = Path(__file__).parent / "gpu"
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    compile_s: float = 180.0
+    gpu_start_s: float = 90.0  # worker start: import torch, CUDA init, load the library
+    correctness_s: float = 120.0
+    execution_s: float = 180.0
+    timing_s: float = 180.0
+
+
+@dataclass
+class SandboxConfig:
+    """One typed config for the evaluator. Environment values: PTXRAG_RUNNER_PYTHON, PTXRAG_NO_GPU."""
+
+    runner_python: str = field(default_factory=lambda: os.environ.get("PTXRAG_RUNNER_PYTHON", sys.executable))
+    limits: Limits = field(default_factory=Limits)
+    stage_limits: StageLimits = field(default_factory=StageLimits)
+    use_compile_cache: bool = True
+    run_timing: bool = True
+    keep_workdir: bool = False
+    artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
+
+
+class Sandbox:
+    """Evaluates candidate kernels. Local by default; see ptxrag.sandbox.service for the HTTP client."""
+
+    def __init__(self, config: SandboxConfig | None = None, *, gpu: GpuInfo | None | bool = True) -> None:
+        self.config = config or SandboxConfig()
+        # gpu=True: detect; gpu=None/False: behave as if there were none; GpuInfo: trust the caller
+        self._gpu = detect_gpu() if gpu is True else (gpu or None)
+
+    @property
+    def gpu(self) -> GpuInfo | None:
+        return self._gpu
+
+    # -- the pipeline ---------------------------------------------------------------------------------
+    def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport:
+        t0 = time.monotonic()
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        stat: StaticResult = skipped("static", "compile did not pass")  # type: ignore[assignment]
+        banned = forbidden_hits(source, None, task.forbidden)
+        if banned:
+            # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
+            comp = CompileResult(status="skipped", message="not compiled: the source uses a forbidden library")
+            stat = StaticResult(status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned)
+        else:
+            comp = compile_candidate(
+                source,
+                task.gencode,
+                timeout_s=self.config.stage_limits.compile_s,
+                use_cache=self.config.use_compile_cache,
+            )
+        corr: CorrectnessResult = skipped("correctness", "an earlier stage did not pass")  # type: ignore[assignment]
+        exe: ExecutionResult = skipped("execution", "an earlier stage did not pass")  # type: ignore[assignment]
+        tim: TimingResult = skipped("timing", "an earlier stage did not pass")  # type: ignore[assignment]
+        if comp.ok and comp.library_path:
+            stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
+        if comp.ok and stat.ok and comp.library_path:
+            gpu_why = self._gpu_unavailable(task)
+            if gpu_why:
+                corr = skipped("correctness", gpu_why)  # type: ignore[assignment]
+                exe = skipped("execution", gpu_why)  # type: ignore[assignment]
+                tim = skipped("timing", gpu_why)  # type: ignore[assignment]
+            else:
+                corr, exe, tim = self._gpu_stages(task, Path(comp.library_path))
+        success = all(s.ok for s in (comp, stat, corr, exe)) and tim.status != "failed"
+        return EvaluationReport(
+            task_id=task.id,
+            source_sha256=sha,
+            arch=task.arch,
+            success=success,
+            compile=comp,
+            static=stat,
+            correctness=corr,
+            execution=exe,
+            timing=tim,
+            gpu=self._gpu.label if self._gpu else None,
+            total_wall_s=time.monotonic() - t0,
+        )
+
+    def compile_only(self, task: TaskSpec, source: str) -> tuple[CompileResult, StaticResult | None]:
+        comp = compile_candidate(source, task.gencode, timeout_s=self.config.stage_limits.compile_s)
+        if not (comp.ok and comp.library_path):
+            return comp, None
+        return comp, static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
+
+    def _gpu_unavailable(self, task: TaskSpec) -> str | None:
+        if self._gpu is None:
+            return "skipped: no GPU"
+        if self._gpu.compute_capability != task.compute_capability:
+            cc = task.compute_capability
+            return (
+                f"skipped: not runnable here ({task.arch} needs compute capability {cc[0]}.{cc[1]}, "
+                f"this GPU is {self._gpu.label})"
+            )
+        return None
+
+    # -- GPU stages -------------------------------------------------------------------------------------
+    def _gpu_stages(self, task: TaskSpec, library: Path) -> tuple[CorrectnessResult, ExecutionResult, TimingResult]:
+        work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
+        try:
+            lib = work / "candidate.so"
+            shutil.copy2(library, lib)
+            job = _job(task, lib)
+            (work / "job.json").write_text(json.dumps(job))
+            with _Worker(self.config, work) as w:
+                corr = w.correctness()
+                if not corr.ok:
+                    return corr, skipped("execution", "correctness did not pass"), skipped(  # type: ignore[return-value]
+                        "timing", "correctness did not pass"
+                    )
+                exe = self._execution(task, work)
+                if not exe.ok:
+                    return corr, exe, skipped("timing", "execution check did not pass")  # type: ignore[return-value]
+                if not self.config.run_timing:
+                    return corr, exe, skipped("timing", "timing disabled")  # type: ignore[return-value]
+                tim = w.timing(task)
+            return corr, exe, tim
+        finally:
+            if self.config.artifacts_dir is not None:
+                self._save_artifacts(work)
+            if not self.config.keep_workdir:
+                shutil.rmtree(work, ignore_errors=True)
+
+    def _save_artifacts(self, work: Path) -> None:
+        dest = self.config.artifacts_dir
+        assert dest is not None
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("ncu.csv", "worker.log", "ncu.log"):
+            if (work / name).is_file():
+                shutil.copy2(work / name, dest / name)
+
+    def _execution(self, task: TaskSpec, work: Path) -> ExecutionResult:
+        t0 = time.monotonic()
+        ncu = find_ncu()
+        if ncu is None:
+            return ExecutionResult(status="error", message="ncu (Nsight Compute) not found; set PTXRAG_NCU")
+        launch_job = work / "inputs" / "launch.json"
+        if not launch_job.is_file():
+            return ExecutionResult(status="error", message="correctness stage saved no inputs for the ncu launch")
+        csv_path = work / "ncu.csv"
+        cmd = [
+            *ncu_mod.ncu_command(str(ncu)),
+            "--log-file", str(csv_path),
+            self.config.runner_python, str(GPU_DIR / "launch_once.py"), str(launch_job),
+        ]  # fmt: skip
+        rc, tracked = run_contained(
+            cmd,
+            cwd=work,
+            env=clean_env(work),
+            limits=self.config.limits,
+            timeout_s=self.config.stage_limits.execution_s,
+            stdout_path=work / "ncu.log",
+        )
+        shown = ["ncu", *cmd[1:-3], "launch_once.py", "launch.json"]
+        wall = time.monotonic() - t0
+        if tracked.killed_reason:
+            return ExecutionResult(
+                status="failed", message=f"profiled launch {tracked.killed_reason}", ncu_command=shown, wall_s=wall
+            )
+        text = csv_path.read_text(errors="replace") if csv_path.is_file() else ""
+        if rc != 0:
+            return ExecutionResult(
+                status="failed",
+                message=f"the profiled launch {describe_exit(rc)}: {tail(work / 'ncu.log', 600).strip()}",
+                ncu_command=shown,
+                wall_s=wall,
+            )
+        try:
+            kernels = ncu_mod.parse_source_csv(text or (work / "ncu.log").read_text(errors="replace"))
+        except ncu_mod.NcuParseError as e:
+            return ExecutionResult(status="error", message=str(e), ncu_command=shown, wall_s=wall)
+        if not kernels:
+            return ExecutionResult(
+                status="failed",
+                message="Nsight Compute profiled no kernel: ptxrag_launch launched nothing on the GPU",
+                ncu_command=shown,
+                wall_s=wall,
+            )
+        results = [ncu_mod.execution_counts(kernels, resolve(p)) for p in task.required_ptx]
+        ok = all(r.executed for r in results)
+        msg = "; ".join(ncu_mod.explain(r) for r in results)
+        return ExecutionResult(
+            status="passed" if ok else "failed",
+            message=msg,
+            instructions=results,
+            kernels_profiled=sorted({k.name for k in kernels}),
+            ncu_command=shown,
+            ncu_csv_path=str(csv_path),
+            wall_s=wall,
+        )
+
+
+def _job(task: TaskSpec, lib: Path) -> dict[str, Any]:
+    """The GPU worker's job: plain JSON, so the worker needs nothing but torch."""
+    return {
+        "library": str(lib),
+        "reference_file": str(task.path(task.reference.file)),
+        "reference_function": task.reference.function,
+        "baseline_function": task.reference.baseline_function,
+        "precision": task.reference.precision,
+        "inputs": [t.model_dump() for t in task.inputs],
+        "outputs": [t.model_dump() for t in task.outputs],
+        "scalars": [s.model_dump() for s in task.scalars],
+        "check_dims": task.shapes.check,
+        "awkward": task.shapes.awkward,
+        "timing_dims": task.shapes.timing,
+        "tolerance": task.tolerance.model_dump(),
+        "timing": task.timing.model_dump(),
+        "workspace_bytes": task.workspace_bytes,
+    }
+
+
+class _WorkerDied(RuntimeError):
+    pass
+
+
+class _Worker:
+    """The contained GPU worker process (runner.py) and its line protocol."""
+
+    def __init__(self, config: SandboxConfig, work: Path) -> None:
+        self.config = config
+        self.work = work
+        self.log = work / "worker.log"
+        cmd_r, self.cmd_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        self.c = Contained(
+            [config.runner_python, str(GPU_DIR / "runner.py"), str(work / "job.json"), str(cmd_r), str(res_w)],
+            cwd=work,
+            env=clean_env(work),
+            limits=config.limits,
+            stdout_path=self.log,
+            pass_fds=(cmd_r, res_w),
+        )
+        os.close(cmd_r)
+        os.close(res_w)
+        self._buf = b""
+        self.start_error: str | None = None
+        try:
+            hello = self._read(config.stage_limits.gpu_start_s, "starting the GPU worker")
+            if not hello.get("ok"):
+                self.start_error = hello.get("error", "worker failed to start")
+        except _WorkerDied as e:
+            self.start_error = str(e)
+
+    def __enter__(self) -> _Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.write(self.cmd_w, b'{"cmd": "exit"}\n')
+        except OSError:
+            pass
+        for fd in (self.cmd_w, self.res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.c.close()
+
+    def _read(self, timeout_s: float, doing: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.c.kill(f"did not finish {doing} within {timeout_s:.0f} s (a kernel that never ends?)")
+                raise _WorkerDied(self._death())
+            r, _, _ = select.select([self.res_r], [], [], min(left, 0.5))
+            if not r:
+                if self.c.proc.poll() is not None or self.c.tracked.killed_reason:
+                    raise _WorkerDied(self._death())
+                continue
+            chunk = os.read(self.res_r, 1 << 20)
+            if not chunk:
+                raise _WorkerDied(self._death())
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)
+
+    def _death(self) -> str:
+        try:
+            self.c.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
+        why = self.c.tracked.killed_reason or describe_exit(self.c.proc.returncode)
+        out = tail(self.log, 600).strip()
+        return f"the candidate process {why}" + (f"; its output ends with: {out}" if out else "")
+
+    def _ask(self, cmd: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any]:
+        if self.start_error:
+            raise _WorkerDied(self.start_error)
+        os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
+        return self._read(timeout_s, doing)
+
+    def correctness(self) -> CorrectnessResult:
+        t0 = time.monotonic()
+        try:
+            res = self._ask(
+                {"cmd": "correctness", "save_inputs": str(self.work / "inputs")},
+                self.config.stage_limits.correctness_s,
+                "the correctness checks",
+            )
+        except _WorkerDied as e:
+            return CorrectnessResult(status="failed", message=str(e), wall_s=time.monotonic() - t0)
+        wall = time.monotonic() - t0
+        out_tail = tail(self.log, 800)
+        if not res.get("ok"):
+            kind = res.get("kind")
+            status = "error" if kind == "harness" else "failed"
+            prefix = {"load": "could not load the candidate: ", "cuda": "CUDA error: ", "harness": "harness error: "}
+            return CorrectnessResult(
+                status=status,  # type: ignore[arg-type]
+                message=prefix.get(kind or "", "") + res.get("error", "unknown error"),
+                stdout_tail=out_tail,
+                wall_s=wall,
+            )
+        checks = [CheckResult(**{k: v for k, v in c.items() if k != "seed"}) for c in res["checks"]]
+        bad = [c for c in checks if not c.passed]
+        if not bad:
+            msg = f"all {len(checks)} checks passed (fresh random inputs, outputs poisoned with NaN)"
+            return CorrectnessResult(status="passed", message=msg, checks=checks, stdout_tail=out_tail, wall_s=wall)
+        return CorrectnessResult(
+            status="failed", message=_describe_bad(bad[0]), checks=checks, stdout_tail=out_tail, wall_s=wall
+        )
+
+    def timing(self, task: TaskSpec) -> TimingResult:
+        t0 = time.monotonic()
+        try:
+            res = self._ask({"cmd": "timing"}, self.config.stage_limits.timing_s, "timing")
+        except _WorkerDied as e:
+            return TimingResult(status="failed", message=str(e), wall_s=time.monotonic() - t0)
+        wall = time.monotonic() - t0
+        if not res.get("ok"):
+            status = "error" if res.get("kind") == "harness" else "failed"
+            return TimingResult(status=status, message=res.get("error", "timing failed"), wall_s=wall)  # type: ignore[arg-type]
+        return judge_timing(task, res, wall)
+
+
+def _describe_bad(c: CheckResult) -> str:
+    where = f"{c.label} {c.dims}, output {c.output}"
+    if c.error:
+        return f"{where}: {c.error}"
+    if c.unwritten:
+        return (
+            f"{where}: {c.unwritten} of {c.numel} elements were never written (still NaN poison), "
+            f"first bad element at index {c.worst_index}"
+        )
+    return (
+        f"{where}: {c.mismatches} of {c.numel} elements wrong; worst at index {c.worst_index}: got {c.worst_value}, "
+        f"expected {c.expected_value} (max abs error {c.max_abs_err:.3g})"
+    )
+
+
+def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingResult:
+    """Turn raw timings into a verdict: catch escaped streams, result reuse and implausible speedups."""
+    cand = res["candidate_median_ms"]
+    cand_sync = res["candidate_device_sync_median_ms"]
+    base = res.get("baseline_median_ms")
+    base_sync = res.get("baseline_device_sync_median_ms")
+    # work launched on another stream (or left running) is invisible to events on our stream but not to
+    # a device-wide synchronisation; host overhead is estimated from the baseline's own gap
+    overhead = max(0.0, (base_sync - base)) if base is not None and base_sync is not None else 0.05
+    escaped = (cand_sync - cand) > max(0.02, 0.5 * cand) + overhead
+    recheck_ok = all(r.get("passed") for r in res.get("recheck", []))
+    t_cand = max(cand, cand_sync - overhead) if escaped else cand
+    t_base = base
+    speedup = (t_base / t_cand) if (t_base is not None and t_cand > 0) else None
+    implausible = speedup is not None and speedup > task.timing.max_plausible_speedup
+    msgs = []
+    status = "passed"
+    if not recheck_ok:
+        status = "failed"
+        msgs.append("outputs were wrong on fresh inputs after the timing loop (results reused or a race)")
+    if escaped:
+        status = "failed"
+        msgs.append(
+            f"work escaped the given stream: events on args->stream saw {cand:.3f} ms but a device-synchronised "
+            f"run took {cand_sync:.3f} ms; launch everything on args->stream"
+        )
+    if speedup is not None:
+        msgs.insert(0, f"candidate {t_cand:.3f} ms vs baseline {t_base:.3f} ms: speedup {speedup:.2f}x")
+    else:
+        msgs.insert(0, f"candidate {t_cand:.3f} ms (no baseline)")
+    if implausible:
+        msgs.append(f"speedup above {task.timing.max_plausible_speedup:g}x is implausible: flagged for review")
+    return TimingResult(
+        status=status,  # type: ignore[arg-type]
+        message="; ".join(msgs),
+        dims=res["dims"],
+        candidate_median_ms=cand,
+        baseline_median_ms=base,
+        candidate_device_sync_median_ms=cand_sync,
+        baseline_device_sync_median_ms=base_sync,
+        reps=res.get("reps", 0),
+        speedup=speedup,
+        escaped_stream=escaped,
+        implausible=implausible,
+        recheck_passed=recheck_ok,
+        wall_s=wall_s,
+    )

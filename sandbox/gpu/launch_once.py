@@ -1,0 +1,75 @@
+"""Launch a candidate once, without torch: the process Nsight Compute profiles.
+
+Usage: python launch_once.py JOB.json
+JOB.json: {"library": path, "tensors": [{"file", "dtype", "shape", "strides", "output"}],
+           "scalars": [...], "workspace_bytes": n}
+Input tensors are raw bytes saved by the correctness stage (the same values the check used).
+Exit code 0 when the call returned 0 and the device reported no error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+try:
+    from . import abi  # type: ignore[no-redef]
+except ImportError:  # run by path
+    import abi  # type: ignore[no-redef]
+
+
+def _check(rt, rc: int, what: str) -> None:
+    if rc != 0:
+        rt.cudaGetErrorString.restype = ctypes.c_char_p
+        msg = rt.cudaGetErrorString(rc).decode()
+        print(f"launch_once: {what} failed: {msg} ({rc})", file=sys.stderr)
+        sys.exit(3)
+
+
+def main(job_path: str) -> int:
+    with open(job_path) as f:
+        job = json.load(f)
+    rt = ctypes.CDLL(abi.find_cudart())
+    _, launch = abi.load_candidate(job["library"])
+    ins, outs, keep = [], [], []
+    for t in job["tensors"]:
+        nbytes = abi.DTYPES[t["dtype"]][1]
+        for s in t["shape"]:
+            nbytes *= s
+        ptr = ctypes.c_void_p()
+        _check(rt, rt.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(max(nbytes, 1))), "cudaMalloc")
+        if t["output"]:
+            _check(rt, rt.cudaMemset(ptr, 0xFF, ctypes.c_size_t(nbytes)), "cudaMemset")
+        else:
+            with open(t["file"], "rb") as f:
+                data = bytearray(f.read())
+            if len(data) != nbytes:
+                print(f"launch_once: {t['file']} has {len(data)} bytes, expected {nbytes}", file=sys.stderr)
+                return 4
+            host = (ctypes.c_char * nbytes).from_buffer(data)
+            _check(rt, rt.cudaMemcpy(ptr, host, ctypes.c_size_t(nbytes), 1), "cudaMemcpy")
+            keep.append(data)
+        desc = abi.make_tensor(ptr.value or 0, t["dtype"], t["shape"], t["strides"])
+        (outs if t["output"] else ins).append(desc)
+    ws = ctypes.c_void_p()
+    wsb = int(job.get("workspace_bytes", 0))
+    if wsb:
+        _check(rt, rt.cudaMalloc(ctypes.byref(ws), ctypes.c_size_t(wsb)), "cudaMalloc(workspace)")
+        _check(rt, rt.cudaMemset(ws, 0, ctypes.c_size_t(wsb)), "cudaMemset(workspace)")
+    stream = ctypes.c_void_p()
+    _check(rt, rt.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreate")
+    call = abi.Call(ins, outs, list(job.get("scalars", [])), stream.value or 0, ws.value or 0, wsb)
+    rc = launch(ctypes.byref(call.args))
+    if rc != 0:
+        print(f"launch_once: {abi.describe_rc(rc)}", file=sys.stderr)
+        return 5
+    _check(rt, rt.cudaStreamSynchronize(stream), "cudaStreamSynchronize")
+    _check(rt, rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+    sys.stdout.flush()
+    os._exit(0)  # skip teardown of a context the candidate may have left odd
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

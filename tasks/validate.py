@@ -1,0 +1,75 @@
+"""Prove a task is sound: its reference solution passes every stage and each negative control fails at
+the stage it declares. Without a suitable GPU the GPU stages are skipped, so a control declared for a GPU
+stage is reported as not verified here, never as passed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from .spec import TaskSpec
+
+if TYPE_CHECKING:
+    from ptxrag.sandbox import EvaluationReport, Sandbox
+
+Verdict = Literal["ok", "FAILED", "not verified"]
+
+
+@dataclass
+class ControlOutcome:
+    file: str
+    must_fail_at: str
+    failed_at: str | None
+    verdict: Verdict
+    message: str
+    report: EvaluationReport | None = None
+
+
+@dataclass
+class TaskValidation:
+    task: TaskSpec
+    reference: EvaluationReport
+    reference_verdict: Verdict
+    controls: list[ControlOutcome] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.reference_verdict != "FAILED" and all(c.verdict != "FAILED" for c in self.controls)
+
+
+GPU_STAGES = ("correctness", "execution", "timing")
+
+
+def _reference_verdict(rep: EvaluationReport) -> Verdict:
+    if rep.success and rep.timing.status != "skipped":
+        return "ok"
+    if rep.first_failure is not None:
+        return "FAILED"
+    return "not verified"  # nothing failed, but GPU stages were skipped
+
+
+def validate_task(
+    task: TaskSpec, sandbox: Sandbox, on_progress: Callable[[str], None] | None = None
+) -> TaskValidation:
+    say = on_progress or (lambda _m: None)
+    say(f"{task.id}: reference solution")
+    ref = sandbox.evaluate(task, task.solution_source())
+    out = TaskValidation(task, ref, _reference_verdict(ref))
+    for c in task.controls:
+        say(f"{task.id}: control {c.file} (must fail at {c.must_fail_at})")
+        rep = sandbox.evaluate(task, task.path(c.file).read_text())
+        first = rep.first_failure
+        failed_at = first.stage if first is not None else None
+        if failed_at == c.must_fail_at:
+            verdict: Verdict = "ok"
+            msg = first.message if first else ""
+        elif failed_at is None and c.must_fail_at in GPU_STAGES and rep.correctness.status == "skipped":
+            verdict, msg = "not verified", rep.correctness.message
+        elif failed_at is None:
+            verdict, msg = "FAILED", "the control PASSED every stage that ran: the checker was fooled"
+        else:
+            verdict = "FAILED"
+            msg = f"failed at {failed_at} instead of {c.must_fail_at}: {first.message if first else ''}"
+        out.controls.append(ControlOutcome(c.file, c.must_fail_at, failed_at, verdict, msg, rep))
+    return out
