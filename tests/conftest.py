@@ -1,0 +1,50 @@
+"""Shared test setup: offline by default, GPU tests only where a suitable GPU exists."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+# Offline: no model hub, no telemetry, and numpy/torch thread pools that do not fight on 2 cores.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def _hopper_gpu() -> bool:
+    from ptxrag.sandbox.toolchain import detect_gpu
+
+    gpu = detect_gpu()
+    return gpu is not None and gpu.compute_capability == (9, 0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _hopper_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a Hopper GPU (run on the lent H200)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own PTXRAG_HOME unless it sets one; a shared compile cache keeps tests fast."""
+    home = tmp_path_factory.getbasetemp() / "ptxrag-home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("PTXRAG_HOME", str(home))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} (the project's shared data) is not here")
+    return SHARED
