@@ -1,0 +1,5 @@
+"""``python -m ptxrag`` runs the CLI."""
+
+from ptxrag.cli import main
+
+main()
