@@ -1,5 +1,6 @@
 // Opcode-table probe: TMA tensor load/store/reduce/prefetch/multicast, clusters (mapa, barrier.cluster,
-// ld.shared::cluster), wgmma.
+// ld.shared::cluster), distributed shared memory copies (cp.async.bulk shared::cta -> shared::cluster,
+// st.async, red.async), wgmma.
 #include <cstdint>
 #include <cuda.h>
 
@@ -96,4 +97,39 @@ extern "C" __global__ void probe_wgmma(float* out) {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   out[threadIdx.x * 4 + 0] = d0 + e0; out[threadIdx.x * 4 + 1] = d1 + e1; out[threadIdx.x * 4 + 2] = d2 + e2; out[threadIdx.x * 4 + 3] = d3 + e3;
+}
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) probe_dsmem(float* out) {
+  __shared__ __align__(128) float src[256];
+  __shared__ __align__(128) float dst[264];
+  __shared__ __align__(8) uint64_t bar;
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  src[threadIdx.x] = (float)threadIdx.x;
+  uint32_t b = smem_u32(&bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(1024 + 8) : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  uint32_t rdst, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rdst) : "r"(smem_u32(dst)), "r"(rank ^ 1));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(b), "r"(rank ^ 1));
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(rdst), "r"(smem_u32(src)), "r"(1024), "r"(rbar) : "memory");
+  }
+  if (threadIdx.x == 1) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+                 :: "r"(rdst + 1024), "f"(1.0f), "r"(rbar) : "memory");
+    asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%0], %1, [%2];"
+                 :: "r"(rdst + 1028), "r"(1u), "r"(rbar) : "memory");
+  }
+  asm volatile("{\n .reg .pred P1;\n W:\n mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n @!P1 bra W;\n}" :: "r"(b), "r"(0) : "memory");
+  out[blockIdx.x * blockDim.x + threadIdx.x] = dst[threadIdx.x] + dst[256];
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
