@@ -1,0 +1,140 @@
+// Reference solution: persistent CTAs walk 32 x 128 float32 tiles. Thread 0 keeps a ring of 4 shared
+// buffers filled with TMA tensor loads (one mbarrier per buffer, prefetching 3 tiles ahead); all threads
+// compute y = alpha * x + b in place; after fence.proxy.async thread 0 writes the tile back with a TMA tensor
+// store, one bulk group per tile. A buffer is refilled only after the store reading it has finished
+// reading it (cp.async.bulk.wait_group.read 1: the newest store may still be in flight).
+#include "ptxrag_abi.h"
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cstdint>
+
+constexpr int BOX_C = 128;  // columns per tile (512 bytes)
+constexpr int BOX_R = 32;   // rows per tile
+constexpr int STAGES = 4;
+constexpr int THREADS = 256;
+constexpr uint32_t TILE_FLOATS = BOX_C * BOX_R;
+constexpr uint32_t TILE_BYTES = TILE_FLOATS * 4;
+constexpr int SMEM_BYTES = STAGES * TILE_BYTES;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
+      :: "r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c, int r, uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(TILE_BYTES) : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      :: "r"(dst), "l"(map), "r"(c), "r"(r), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, int c, int r, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
+               :: "l"(map), "r"(c), "r"(r), "r"(src) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+__global__ void __launch_bounds__(THREADS) bias_scale(const __grid_constant__ CUtensorMap xmap,
+                                                      const __grid_constant__ CUtensorMap ymap,
+                                                      const float* __restrict__ b, int cols, int tiles_c,
+                                                      long long n_tiles, float alpha) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ __align__(8) uint64_t full[STAGES];
+  float* buf = reinterpret_cast<float*>(smem);
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&full[s])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" :: "l"(&xmap) : "memory");
+    asm volatile("prefetch.tensormap [%0];" :: "l"(&ymap) : "memory");
+  }
+  __syncthreads();
+  auto tile_of = [&](long long it) { return (long long)blockIdx.x + it * gridDim.x; };
+  if (tid == 0) {
+    for (int it = 0; it < STAGES - 1 && tile_of(it) < n_tiles; ++it) {
+      const long long t = tile_of(it);
+      tma_load(smem_u32(buf + it * TILE_FLOATS), &xmap, (int)(t % tiles_c) * BOX_C, (int)(t / tiles_c) * BOX_R,
+               smem_u32(&full[it]));
+    }
+  }
+  for (long long it = 0; tile_of(it) < n_tiles; ++it) {
+    const long long t = tile_of(it);
+    const int s = (int)(it % STAGES);
+    const int c0 = (int)(t % tiles_c) * BOX_C, r0 = (int)(t / tiles_c) * BOX_R;
+    // this thread always handles the same 4 columns of a tile: float4 index tid + 256 k has column tid % 32
+    const int c = c0 + 4 * (tid % 32);
+    float4 bias = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (c < cols) bias = __ldg(reinterpret_cast<const float4*>(b + c));
+    mbar_wait(smem_u32(&full[s]), (uint32_t)((it / STAGES) & 1));
+    float4* tile = reinterpret_cast<float4*>(buf + s * TILE_FLOATS);
+#pragma unroll
+    for (int k = 0; k < (int)(TILE_FLOATS / 4 / THREADS); ++k) {
+      float4 v = tile[tid + k * THREADS];
+      v.x = fmaf(alpha, v.x, bias.x);
+      v.y = fmaf(alpha, v.y, bias.y);
+      v.z = fmaf(alpha, v.z, bias.z);
+      v.w = fmaf(alpha, v.w, bias.w);
+      tile[tid + k * THREADS] = v;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // make the writes visible to the copy engine
+    __syncthreads();
+    if (tid == 0) {
+      tma_store(&ymap, c0, r0, smem_u32(tile));
+      // the buffer refilled next held tile it-1; its store must have finished reading shared memory
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      const long long nt = tile_of(it + STAGES - 1);
+      if (nt < n_tiles) {
+        const int ns = (int)((it + STAGES - 1) % STAGES);
+        tma_load(smem_u32(buf + ns * TILE_FLOATS), &xmap, (int)(nt % tiles_c) * BOX_C, (int)(nt / tiles_c) * BOX_R,
+                 smem_u32(&full[ns]));
+      }
+    }
+  }
+  if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+static int encode_2d(CUtensorMap* map, void* base, uint64_t cols, uint64_t rows) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (!encode) encode = (PFN_cuTensorMapEncodeTiled_v12000)ptxrag_get_driver_fn("cuTensorMapEncodeTiled");
+  if (!encode) return PTXRAG_ERR_DRIVER_ENTRY;
+  cuuint64_t dims[2] = {cols, rows};
+  cuuint64_t strides[1] = {cols * 4};
+  cuuint32_t box[2] = {BOX_C, BOX_R};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, estr,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? 0 : PTXRAG_ERR_TENSOR_MAP;
+}
+
+extern "C" int ptxrag_launch(const ptxrag_args* a) {
+  if (a->n_inputs != 2 || a->n_outputs != 1 || a->n_scalars != 1) return PTXRAG_ERR_BAD_ARGS;
+  const ptxrag_tensor& x = a->inputs[0];
+  const ptxrag_tensor& b = a->inputs[1];
+  const ptxrag_tensor& y = a->outputs[0];
+  if (x.dtype != PTXRAG_F32 || b.dtype != PTXRAG_F32 || y.dtype != PTXRAG_F32 || x.ndim != 2 || y.ndim != 2 ||
+      !ptxrag_is_contiguous(&x) || !ptxrag_is_contiguous(&y) || !ptxrag_is_contiguous(&b))
+    return PTXRAG_ERR_BAD_ARGS;
+  const long long rows = x.shape[0], cols = x.shape[1];
+  if (cols % 4 != 0 || b.shape[0] != cols) return PTXRAG_ERR_UNSUPPORTED_SHAPE;
+  CUtensorMap xmap, ymap;
+  int rc = encode_2d(&xmap, x.data, cols, rows);
+  if (rc == 0) rc = encode_2d(&ymap, y.data, cols, rows);
+  if (rc != 0) return rc;
+  static bool configured = false;
+  if (!configured) {
+    cudaFuncSetAttribute(bias_scale, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    configured = true;
+  }
+  const int tiles_c = (int)((cols + BOX_C - 1) / BOX_C);
+  const long long n_tiles = (long long)tiles_c * ((rows + BOX_R - 1) / BOX_R);
+  int sms = 132;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const long long grid = n_tiles < (long long)sms * 3 ? n_tiles : (long long)sms * 3;
+  bias_scale<<<(int)grid, THREADS, SMEM_BYTES, a->stream>>>(xmap, ymap, (const float*)b.data, (int)cols, tiles_c,
+                                                            n_tiles, (float)a->scalars[0]);
+  return (int)cudaGetLastError();
+}
