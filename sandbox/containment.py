@@ -44,6 +44,7 @@ class Tracked:
     killed_reason: str | None = None
     peak_rss_bytes: int = 0
     peak_procs: int = 0
+    seen: dict[int, int | None] = field(default_factory=dict)  # pid -> start time, every member observed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def kill_for(self, reason: str) -> None:
@@ -94,8 +95,22 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def kill_tree(root_pid: int) -> None:
-    """SIGKILL the session and every descendant, repeatedly, until none is left (fork races)."""
+def _start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+        return int(data[data.rfind(")") + 2 :].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_tree(root_pid: int, seen: dict[int, int | None] | None = None) -> None:
+    """SIGKILL the session, every descendant, and every process ``seen`` in it earlier (a process that
+    left the session and was orphaned is no longer a descendant), repeatedly until none is left."""
+    for pid, start in (seen or {}).items():
+        if pid != os.getpid() and start is not None and _start_time(pid) == start:  # not a reused pid
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
     for _ in range(50):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(root_pid, signal.SIGKILL)
@@ -170,30 +185,34 @@ class Contained:
 
     def _watchdog(self) -> None:
         while not self._stop.wait(0.05):
-            if self.proc.poll() is not None:
-                # the leader is gone; descendants may linger: they are killed in close()
-                return
             members = session_members(self.proc.pid)
-            rss = sum(_rss(p) for p in members)
             t = self.tracked
+            for pid in members:
+                if pid not in t.seen:
+                    t.seen[pid] = _start_time(pid)
+            if self.proc.poll() is not None:
+                # the leader is gone; what it left behind is killed in close()
+                return
+            rss = sum(_rss(p) for p in members)
             t.peak_rss_bytes = max(t.peak_rss_bytes, rss)
             t.peak_procs = max(t.peak_procs, len(members))
             if len(members) > self.limits.max_procs:
                 t.kill_for(f"started more than {self.limits.max_procs} processes (fork bomb?)")
-                kill_tree(self.proc.pid)
+                kill_tree(self.proc.pid, t.seen)
                 return
             if rss > self.limits.memory_bytes:
                 t.kill_for(f"used more than {self.limits.memory_bytes >> 20} MiB of host memory")
-                kill_tree(self.proc.pid)
+                kill_tree(self.proc.pid, t.seen)
                 return
 
     def kill(self, reason: str) -> None:
         self.tracked.kill_for(reason)
-        kill_tree(self.proc.pid)
+        kill_tree(self.proc.pid, self.tracked.seen)
 
     def close(self) -> None:
         self._stop.set()
-        kill_tree(self.proc.pid)
+        self._watch.join(timeout=1)
+        kill_tree(self.proc.pid, self.tracked.seen)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         self._out.close()

@@ -80,30 +80,36 @@ class Sandbox:
         sha = hashlib.sha256(source.encode()).hexdigest()
         stat: StaticResult = skipped("static", "compile did not pass")  # type: ignore[assignment]
         banned = forbidden_hits(source, None, task.forbidden)
-        if banned:
-            # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
-            comp = CompileResult(status="skipped", message="not compiled: the source uses a forbidden library")
-            stat = StaticResult(status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned)
-        else:
-            comp = compile_candidate(
-                source,
-                task.gencode,
-                timeout_s=self.config.stage_limits.compile_s,
-                use_cache=self.config.use_compile_cache,
-            )
-        corr: CorrectnessResult = skipped("correctness", "an earlier stage did not pass")  # type: ignore[assignment]
-        exe: ExecutionResult = skipped("execution", "an earlier stage did not pass")  # type: ignore[assignment]
-        tim: TimingResult = skipped("timing", "an earlier stage did not pass")  # type: ignore[assignment]
-        if comp.ok and comp.library_path:
-            stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
-        if comp.ok and stat.ok and comp.library_path:
-            gpu_why = self._gpu_unavailable(task)
-            if gpu_why:
-                corr = skipped("correctness", gpu_why)  # type: ignore[assignment]
-                exe = skipped("execution", gpu_why)  # type: ignore[assignment]
-                tim = skipped("timing", gpu_why)  # type: ignore[assignment]
+        # the GPU worker imports torch and creates its CUDA context (seconds) while we compile
+        early = None if (banned or self._gpu_unavailable(task)) else _Worker(self.config)
+        try:
+            if banned:
+                # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
+                comp = CompileResult(status="skipped", message="not compiled: the source uses a forbidden library")
+                stat = StaticResult(status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned)
             else:
-                corr, exe, tim = self._gpu_stages(task, Path(comp.library_path))
+                comp = compile_candidate(
+                    source,
+                    task.gencode,
+                    timeout_s=self.config.stage_limits.compile_s,
+                    use_cache=self.config.use_compile_cache,
+                )
+            corr: CorrectnessResult = skipped("correctness", "an earlier stage did not pass")  # type: ignore[assignment]
+            exe: ExecutionResult = skipped("execution", "an earlier stage did not pass")  # type: ignore[assignment]
+            tim: TimingResult = skipped("timing", "an earlier stage did not pass")  # type: ignore[assignment]
+            if comp.ok and comp.library_path:
+                stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
+            if comp.ok and stat.ok and comp.library_path:
+                gpu_why = self._gpu_unavailable(task)
+                if gpu_why:
+                    corr = skipped("correctness", gpu_why)  # type: ignore[assignment]
+                    exe = skipped("execution", gpu_why)  # type: ignore[assignment]
+                    tim = skipped("timing", gpu_why)  # type: ignore[assignment]
+                else:
+                    corr, exe, tim = self._gpu_stages(task, Path(comp.library_path), early)
+        finally:
+            if early is not None:
+                early.close()
         success = all(s.ok for s in (comp, stat, corr, exe)) and tim.status != "failed"
         return EvaluationReport(
             task_id=task.id,
@@ -137,15 +143,18 @@ class Sandbox:
         return None
 
     # -- GPU stages -------------------------------------------------------------------------------------
-    def _gpu_stages(self, task: TaskSpec, library: Path) -> tuple[CorrectnessResult, ExecutionResult, TimingResult]:
-        work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
+    def _gpu_stages(
+        self, task: TaskSpec, library: Path, worker: _Worker | None = None
+    ) -> tuple[CorrectnessResult, ExecutionResult, TimingResult]:
+        w = worker or _Worker(self.config)
+        work = w.work
         try:
             lib = work / "candidate.so"
             shutil.copy2(library, lib)
             job = _job(task, lib)
             (work / "job.json").write_text(json.dumps(job))
-            with _Worker(self.config, work) as w:
-                corr = w.correctness()
+            with w:
+                corr = w.correctness(work / "job.json")
                 if not corr.ok:
                     return corr, skipped("execution", "correctness did not pass"), skipped(  # type: ignore[return-value]
                         "timing", "correctness did not pass"
@@ -158,18 +167,7 @@ class Sandbox:
                 tim = w.timing(task)
             return corr, exe, tim
         finally:
-            if self.config.artifacts_dir is not None:
-                self._save_artifacts(work)
-            if not self.config.keep_workdir:
-                shutil.rmtree(work, ignore_errors=True)
-
-    def _save_artifacts(self, work: Path) -> None:
-        dest = self.config.artifacts_dir
-        assert dest is not None
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in ("ncu.csv", "worker.log", "ncu.log"):
-            if (work / name).is_file():
-                shutil.copy2(work / name, dest / name)
+            w.close()
 
     def _execution(self, task: TaskSpec, work: Path) -> ExecutionResult:
         t0 = time.monotonic()
@@ -227,7 +225,11 @@ class Sandbox:
             instructions=results,
             kernels_profiled=sorted({k.name for k in kernels}),
             ncu_command=shown,
-            ncu_csv_path=str(csv_path),
+            ncu_csv_path=(
+                str(self.config.artifacts_dir / "ncu.csv")
+                if self.config.artifacts_dir
+                else (str(csv_path) if self.config.keep_workdir else None)
+            ),
             wall_s=wall,
         )
 
@@ -257,16 +259,19 @@ class _WorkerDied(RuntimeError):
 
 
 class _Worker:
-    """The contained GPU worker process (runner.py) and its line protocol."""
+    """The contained GPU worker process (runner.py), its fresh working directory and its line protocol."""
 
-    def __init__(self, config: SandboxConfig, work: Path) -> None:
+    def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self.work = work
+        self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
         self.log = work / "worker.log"
+        self._t_start = time.monotonic()
+        self._ready = False
+        self._closed = False
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         self.c = Contained(
-            [config.runner_python, str(GPU_DIR / "runner.py"), str(work / "job.json"), str(cmd_r), str(res_w)],
+            [config.runner_python, str(GPU_DIR / "runner.py"), str(cmd_r), str(res_w)],
             cwd=work,
             env=clean_env(work),
             limits=config.limits,
@@ -277,10 +282,16 @@ class _Worker:
         os.close(res_w)
         self._buf = b""
         self.start_error: str | None = None
+
+    def _wait_ready(self) -> None:
+        if self._ready or self.start_error:
+            return
+        left = self.config.stage_limits.gpu_start_s - (time.monotonic() - self._t_start)
         try:
-            hello = self._read(config.stage_limits.gpu_start_s, "starting the GPU worker")
+            hello = self._read(max(left, 1.0), "starting the GPU worker")
             if not hello.get("ok"):
                 self.start_error = hello.get("error", "worker failed to start")
+            self._ready = True
         except _WorkerDied as e:
             self.start_error = str(e)
 
@@ -288,6 +299,13 @@ class _Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker (and everything it started) and delete its directory, unless kept."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             os.write(self.cmd_w, b'{"cmd": "exit"}\n')
         except OSError:
@@ -298,6 +316,14 @@ class _Worker:
             except OSError:
                 pass
         self.c.close()
+        if self.config.artifacts_dir is not None:
+            dest = self.config.artifacts_dir
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in ("ncu.csv", "worker.log", "ncu.log"):
+                if (self.work / name).is_file():
+                    shutil.copy2(self.work / name, dest / name)
+        if not self.config.keep_workdir:
+            shutil.rmtree(self.work, ignore_errors=True)
 
     def _read(self, timeout_s: float, doing: str) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -328,14 +354,24 @@ class _Worker:
         return f"the candidate process {why}" + (f"; its output ends with: {out}" if out else "")
 
     def _ask(self, cmd: dict[str, Any], timeout_s: float, doing: str) -> dict[str, Any]:
+        self._wait_ready()
         if self.start_error:
             raise _WorkerDied(self.start_error)
         os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
         return self._read(timeout_s, doing)
 
-    def correctness(self) -> CorrectnessResult:
+    def correctness(self, job: Path) -> CorrectnessResult:
         t0 = time.monotonic()
         try:
+            loaded = self._ask({"cmd": "load", "job": str(job)}, self.config.stage_limits.gpu_start_s, "loading")
+            if not loaded.get("ok"):
+                kind = loaded.get("kind")
+                return CorrectnessResult(
+                    status="error" if kind == "harness" else "failed",
+                    message=f"could not load the candidate: {loaded.get('error', 'unknown error')}",
+                    stdout_tail=tail(self.log, 800),
+                    wall_s=time.monotonic() - t0,
+                )
             res = self._ask(
                 {"cmd": "correctness", "save_inputs": str(self.work / "inputs")},
                 self.config.stage_limits.correctness_s,

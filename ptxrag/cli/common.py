@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 
-console = Console()
+# wide tables when output goes to a file or pipe (logs, validation records)
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True)
 
 STATUS_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow", "error": "magenta"}

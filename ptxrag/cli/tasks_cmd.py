@@ -89,6 +89,9 @@ def validate(
                            "controls": [{"file": c.file, "must_fail_at": c.must_fail_at, "failed_at": c.failed_at,
                                          "verdict": c.verdict, "message": c.message} for c in v.controls]}
                           for v in results], indent=2))
+        if not all(v.ok for v in results):
+            raise typer.Exit(1)
+        return
     t = Table(title="reference solutions", header_style="bold")
     for col in ("task", "compile", "static", "correct", "execution", "predicated-on per instruction",
                 "ref ms", "baseline ms", "speedup", "verdict"):

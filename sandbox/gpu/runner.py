@@ -1,9 +1,11 @@
 """GPU worker: correctness and timing of one candidate against the task's PyTorch reference.
 
 Needs only the standard library and torch, so it runs by path in any CUDA container:
-    python runner.py JOB.json CMD_FD RESULT_FD
-The parent sends one JSON command per line on CMD_FD and reads one JSON result per line on RESULT_FD
-(stdout and stderr belong to the candidate and are captured to a file). Commands:
+    python runner.py CMD_FD RESULT_FD
+It imports torch and creates the CUDA context first and says {"ready": true}, so the parent can compile the
+candidate meanwhile. The parent sends one JSON command per line on CMD_FD and reads one JSON result per line
+on RESULT_FD (stdout and stderr belong to the candidate and are captured to a file). Commands:
+    {"cmd": "load", "job": path}                 load the candidate library and the task reference
     {"cmd": "correctness", "save_inputs": dir}   fresh inputs per check set; saves the first set's inputs
     {"cmd": "timing"}                            candidate vs baseline, same timer; recheck on unseen inputs
     {"cmd": "exit"}
@@ -40,7 +42,6 @@ class Worker:
     def __init__(self, job: dict) -> None:
         self.job = job
         self.device = torch.device("cuda", 0)
-        torch.cuda.init()
         self.lib, self.launch = abi.load_candidate(job["library"])
         spec = importlib.util.spec_from_file_location("ptxrag_task_reference", job["reference_file"])
         if spec is None or spec.loader is None:
@@ -288,9 +289,7 @@ class CandidateError(RuntimeError):
 
 
 def main() -> int:
-    job_path, cmd_fd, res_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    with open(job_path) as f:
-        job = json.load(f)
+    cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])
     cmds = os.fdopen(cmd_fd, "r")
     results = os.fdopen(res_fd, "w")
 
@@ -298,16 +297,31 @@ def main() -> int:
         results.write(json.dumps(obj) + "\n")
         results.flush()
 
+    # warm up first (import torch above, CUDA context here) so the parent can compile meanwhile
     try:
-        worker = Worker(job)
-    except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
-        reply({"ok": False, "kind": "load", "error": f"{type(e).__name__}: {e}"})
+        torch.cuda.init()
+        gpu = torch.cuda.get_device_name(0)
+    except Exception as e:  # noqa: BLE001
+        reply({"ok": False, "kind": "harness", "error": f"CUDA unavailable in the worker: {e}"})
         return 2
-    reply({"ok": True, "ready": True, "gpu": torch.cuda.get_device_name(0)})
+    reply({"ok": True, "ready": True, "gpu": gpu})
+    worker: Worker | None = None
     for line in cmds:
         cmd = json.loads(line)
         if cmd["cmd"] == "exit":
             break
+        if cmd["cmd"] == "load":
+            try:
+                with open(cmd["job"]) as f:
+                    worker = Worker(json.load(f))
+                reply({"ok": True})
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
+                reply({"ok": False, "kind": "load", "error": f"{type(e).__name__}: {e}"})
+                return 2
+            continue
+        if worker is None:
+            reply({"ok": False, "kind": "harness", "error": "no job loaded"})
+            continue
         try:
             out = getattr(worker, cmd["cmd"])(cmd)
             reply({"ok": True, **out})

@@ -1,0 +1,45 @@
+"""The CLI through typer's runner."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from ptxrag.cli import app
+
+runner = CliRunner()
+
+
+def test_sandbox_check_bundled_example_without_gpu(monkeypatch):
+    monkeypatch.setenv("PTXRAG_NO_GPU", "1")
+    from ptxrag.sandbox import toolchain
+
+    toolchain.detect_gpu.cache_clear()
+    res = runner.invoke(app, ["sandbox", "check", "--task", "warp-reduce-redux", "--json"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["static"]["status"] == "passed" and rep["correctness"]["message"] == "skipped: no GPU"
+    assert rep["success"] is False
+
+
+def test_sandbox_check_failure_exit_code_and_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXRAG_NO_GPU", "1")
+    k = tmp_path / "bad.cu"
+    k.write_text('#include "ptxrag_abi.h"\nextern "C" int ptxrag_launch(const ptxrag_args* a) { return oops; }\n')
+    res = runner.invoke(app, ["sandbox", "check", str(k), "--task", "warp-reduce-redux"])
+    assert res.exit_code == 1
+    assert "compile error" in res.output and "oops" in res.output
+
+
+def test_unknown_task_is_a_clear_error():
+    res = runner.invoke(app, ["sandbox", "check", "--task", "no-such-task"])
+    assert res.exit_code == 2 and "unknown task" in res.output
+
+
+def test_tasks_list_and_show():
+    res = runner.invoke(app, ["tasks", "list", "--json"])
+    assert res.exit_code == 0
+    assert "warp-reduce-redux" in {t["id"] for t in json.loads(res.output)}
+    res = runner.invoke(app, ["tasks", "show", "bulk-copy-scale"])
+    assert res.exit_code == 0 and "cp.async.bulk" in res.output
