@@ -19,9 +19,11 @@ def _wrapper(name: str, ptx_type: str, k: int, trans: bool, n: int) -> str:
     regs = n // 2
     d_list = ", ".join(f"%{i}" for i in range(regs))
     a, b, s = regs, regs + 1, regs + 2
-    imm = ", 1, 1, %{}, %{}".format(regs + 3, regs + 4) if trans else ", 1, 1"
-    outs = ",\n        ".join(", ".join(f'"+f"(d[{j}])' for j in range(i, min(i + 8, regs))) for i in range(0, regs, 8))
-    ins = f'"l"(desc_a), "l"(desc_b), "r"(scale_d)' + (', "n"(TransA), "n"(TransB)' if trans else "")
+    imm = f", 1, 1, %{regs + 3}, %{regs + 4}" if trans else ", 1, 1"
+    outs = ",\n        ".join(
+        ", ".join(f'"+f"(d[{j}])' for j in range(i, min(i + 8, regs))) for i in range(0, regs, 8)
+    )
+    ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)' + (', "n"(TransA), "n"(TransB)' if trans else "")
     tmpl = "template <int TransA, int TransB>\n" if trans else ""
     return (
         f"// wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}: D[64x{n}] (+)= A[64x{k}] * B[{k}x{n}].\n"
@@ -53,7 +55,9 @@ def _dispatch(name: str, k: int, trans: bool) -> str:
         lines.append(f"  {kw} (N == {n}) {{")
         lines.append(f"    wgmma_m64n{n}k{k}_f32_{name}{targs}(d, desc_a, desc_b, scale_d);")
     lines.append("  } else {")
-    lines.append(f'    static_assert(N == {NS[0]}, "wgmma_{name}: N must be one of {", ".join(map(str, NS))}");')
+    lines.append(
+        f'    static_assert(N == {NS[0]}, "wgmma_{name}: N must be one of {", ".join(map(str, NS))}");'
+    )
     lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
