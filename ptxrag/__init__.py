@@ -4,6 +4,7 @@ instructions really executed.
 Public API (imported lazily, so ``import ptxrag`` stays fast):
     Sandbox, SandboxConfig, EvaluationReport   -- ptxrag.sandbox
     TaskSpec, load_task, list_tasks            -- ptxrag.tasks
+    build_graph, run_task                      -- ptxrag.agent_graph
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _EXPORTS = {
     "TaskSpec": "ptxrag.tasks",
     "load_task": "ptxrag.tasks",
     "list_tasks": "ptxrag.tasks",
+    "build_graph": "ptxrag.agent_graph",
+    "run_task": "ptxrag.agent_graph",
 }
 
 

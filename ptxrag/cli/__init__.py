@@ -18,6 +18,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "ptxrag.cli.sandbox_cmd",
     "ptxrag.cli.tasks_cmd",
+    "ptxrag.cli.agent_cmd",
 ]
 
 for _name in COMMAND_MODULES:
