@@ -1,0 +1,1 @@
+"""Indexer: manual loaders, chunks, Chroma + BM25 index, retriever."""

@@ -1,0 +1,203 @@
+"""Text helpers shared by the loaders, the chunker and the lexical index: cleaning Markdown-ish text,
+section numbers, architectures, and the tokenizer that keeps PTX names (``mbarrier.try_wait.parity``) whole."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# --- section numbers -----------------------------------------------------------------------------------
+
+NUMBER_RE = re.compile(r"^\d+(?:\.\d+)*$")
+
+
+def number_key(number: str) -> tuple[int, ...]:
+    """Sort key of a dotted section number: "9.7.10" after "9.7.9"."""
+    return tuple(int(p) for p in number.split("."))
+
+
+def parent_number(number: str) -> str | None:
+    return number.rsplit(".", 1)[0] if "." in number else None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Sort key of a manual version ("9.1" > "8.10" > "8.9"); non-numeric parts sort first."""
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.\-]", version))
+
+
+# --- cleaning ------------------------------------------------------------------------------------------
+
+# A Sphinx permalink: an empty (or icon-only) link, e.g. [](url "Permalink to this headline") or [¶](#x).
+_PERMALINK = re.compile(r"\[[^\w\]]{0,3}\]\((?:[^()\"\s]+)(?:\s+\"[^\"]*\")?\)")
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]\((?:[^()\s]+)(?:\s+\"[^\"]*\")?\)")
+_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
+_NOISE_LINES = {"copy to clipboard", "copy", "¶", "\uf0c1", "permalink to this headline"}
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def clean_inline(text: str) -> str:
+    """Clean one line of Markdown: permalinks and images dropped, links unwrapped, backticks and
+    backslash escapes removed."""
+    text = _PERMALINK.sub("", text)
+    text = _IMAGE.sub("", text)
+    for _ in range(2):  # links inside link text (rare) need a second pass
+        text = _LINK.sub(r"\1", text)
+    text = text.replace("`", "")
+    text = _ESCAPE.sub(r"\1", text)
+    return text.replace("\uf0c1", "").replace("¶", "")
+
+
+def clean_markdown(text: str) -> str:
+    """Clean a Markdown body: navigation noise out; code blocks kept verbatim and whole; blank runs
+    collapsed. The result is still Markdown (``` fences and | tables |)."""
+    out: list[str] = []
+    in_code = False
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if _FENCE.match(line):
+            in_code = not in_code
+            out.append(line.strip())
+            continue
+        if in_code:
+            out.append(line)
+            continue
+        if line.strip().lower() in _NOISE_LINES:
+            continue
+        cleaned = clean_inline(line)
+        if not cleaned.strip() and line.strip():
+            continue  # the line held only an image or a permalink
+        out.append(cleaned)
+    if in_code:
+        out.append("```")
+    return collapse_blank_lines("\n".join(out))
+
+
+def collapse_blank_lines(text: str) -> str:
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def strip_deprecated(title: str) -> str:
+    return re.sub(r"\s*\(deprecated\)\s*", " ", title).strip()
+
+
+# --- architectures -------------------------------------------------------------------------------------
+
+_ARCH = re.compile(r"\bsm_(\d{2,3})([af]?)\b")
+
+
+def arch_key(arch: str) -> tuple[int, str]:
+    """sm_90 < sm_90a < sm_100 < sm_100a < sm_100f."""
+    m = _ARCH.fullmatch(arch)
+    return (int(m.group(1)), m.group(2)) if m else (-1, arch)
+
+
+def architectures_in(text: str) -> set[str]:
+    return {f"sm_{m.group(1)}{m.group(2)}" for m in _ARCH.finditer(text)}
+
+
+# --- tokenizer -----------------------------------------------------------------------------------------
+
+# Words, numbers and PTX names: dotted (cp.async.bulk), with state-space qualifiers (shared::cluster),
+# special registers (%tid) and directives (.target). Lower-cased before matching.
+_TOKEN = re.compile(r"[%.]?[a-z0-9_]+(?:(?:\.|::)[a-z0-9_]+)*")
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "why",
+        "will",
+        "with",
+        "within",
+        "without",
+        "you",
+        "your",
+        "use",
+        "used",
+        "using",
+    ]
+)
+
+
+def _stem(word: str) -> str:
+    """A light plural stemmer for prose words ("modes" -> "mode"); PTX names are left alone."""
+    if len(word) > 4 and word.isalpha():
+        if word.endswith("ies"):
+            return word[:-3] + "y"
+        if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens for BM25. A dotted name yields itself, its dotted prefixes and its parts, so
+    ``mbarrier.try_wait.parity`` matches a query for ``mbarrier.try_wait`` and one for ``parity``."""
+    tokens: list[str] = []
+    for m in _TOKEN.finditer(text.lower()):
+        tok = m.group(0)
+        sigil = tok[0] if tok[0] in "%." else ""
+        body = tok[1:] if sigil else tok
+        if "." not in body and "::" not in body:
+            if body in STOPWORDS:
+                continue
+            if sigil:
+                tokens.append(sigil + body)
+            tokens.append(_stem(body))
+            continue
+        if re.fullmatch(r"\d+(?:\.\d+)+", body):  # a version or section number: keep it whole
+            tokens.append(body)
+            continue
+        parts = re.split(r"\.|::", body)
+        tokens.append(sigil + body)
+        # dotted prefixes (cp.async, cp.async.bulk, ...), qualifiers removed
+        dotted = body.split("::", 1)[0].split(".")
+        for i in range(2, len(dotted)):
+            tokens.append(".".join(dotted[:i]))
+        tokens.extend(p for p in parts if p and p not in STOPWORDS)
+    return tokens
+
+
+def unique(items: Iterable[str]) -> tuple[str, ...]:
+    """Items in first-seen order, without repeats."""
+    return tuple(dict.fromkeys(items))
