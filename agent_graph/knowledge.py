@@ -6,8 +6,9 @@ method can stand in (one override point: ``AgentDeps.knowledge``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ptxrag.tasks import TaskSpec
 
@@ -30,6 +31,8 @@ class KnowledgeItem:
     title: str
     text: str
     url: str = ""
+    #: 0: what the task needs (shown first, across layers); 1: the rest of a layer, shown if room is left
+    priority: int = 0
 
 
 class KnowledgeProvider(Protocol):
@@ -59,15 +62,7 @@ class CorpusKnowledge:
                     )
                 ]
             if layer == "templates":
-                doc = corpus.template_header(arch=task.arch)
-                include = (
-                    f'(on the include path: #include "{doc.path.name}")\n'
-                    if getattr(doc, "path", None)
-                    else ""
-                )
-                return [
-                    KnowledgeItem("templates", doc.doc_id, doc.title, include + doc.text, str(doc.path or ""))
-                ]
+                return template_parts(corpus.template_header(arch=task.arch), list(task.required_ptx))
             if layer == "contracts":
                 docs = corpus.contracts(instructions=list(task.required_ptx))
                 return [
@@ -80,6 +75,49 @@ class CorpusKnowledge:
                 f"could not load the {layer!r} layer from the knowledge pack: {e}"
             ) from e
         raise KnowledgeUnavailable(f"unknown knowledge layer {layer!r}")
+
+
+_PART = re.compile(r"^// ===== (.+?) =====$", re.M)
+
+
+def template_parts(doc: Any, required: list[str]) -> list[KnowledgeItem]:
+    """A template header split into its files, most useful first: the umbrella header and ``common``,
+    then the families that wrap the task's instructions, then the rest (a tight budget drops the tail
+    whole instead of cutting the wrapper the task needs)."""
+    marks = list(_PART.finditer(doc.text))
+    name = doc.path.name if getattr(doc, "path", None) else doc.doc_id
+    if not marks:
+        return [
+            KnowledgeItem("templates", doc.doc_id, f"{doc.title} ({name})", doc.text, str(doc.path or ""))
+        ]
+    parts = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(doc.text)
+        parts.append((m.group(1), doc.text[m.start() : end]))
+
+    def rank(item: tuple[str, str]) -> int:
+        fname, text = item
+        if fname == name or fname.endswith("common.cuh"):
+            return 0
+        if any(p in text for p in required):
+            return 1
+        if any(p.split(".")[0] + "." in text for p in required):
+            return 2
+        return 3
+
+    items = []
+    for fname, text in sorted(parts, key=rank):  # stable: file order within a rank
+        head = f'(include "{name}" to use it; this part is {fname})\n' if fname != name else ""
+        items.append(
+            KnowledgeItem(
+                "templates",
+                f"{doc.doc_id}:{fname}",
+                f"template header {fname}",
+                head + text,
+                priority=0 if rank((fname, text)) < 3 else 1,
+            )
+        )
+    return items
 
 
 def render_item(title: str, text: str) -> str:
@@ -97,36 +135,39 @@ def build_static_context(
     parts: list[str] = []
     sections: list[ShownSection] = []
     notes: list[str] = []
+    items: list[KnowledgeItem] = []
     for layer in condition.static:
-        items = provider.documents(layer, task)
-        if not items:
+        docs = provider.documents(layer, task)
+        if not docs:
             notes.append(f"layer {layer!r}: the knowledge pack has nothing for {task.id} ({task.arch})")
-        for item in items:
-            if left < MIN_USEFUL_TOKENS:
-                notes.append(
-                    f"left out {item.source}:{item.doc_id} ({item.title}): budget of {budget} tokens used up"
-                )
-                continue
-            fitted = fit(render_item(item.title, item.text), left)
-            if not fitted.text:
-                notes.append(
-                    f"left out {item.source}:{item.doc_id}: its first line does not fit in {left} tokens"
-                )
-                continue
-            if fitted.truncated:
-                notes.append(f"cut {item.source}:{item.doc_id} ({item.title}) to {fitted.tokens} tokens")
-            parts.append(fitted.text)
-            left -= fitted.tokens + 1  # and the newline that joins the parts
-            sections.append(
-                ShownSection(
-                    source=item.source,
-                    section_number=item.doc_id,
-                    title=item.title,
-                    url=item.url,
-                    tokens=fitted.tokens,
-                    truncated=fitted.truncated,
-                )
+        items += docs
+    # what the task needs from every layer first, then the rest of each layer (stable: layer order kept)
+    for item in sorted(items, key=lambda it: it.priority):
+        if left < MIN_USEFUL_TOKENS:
+            notes.append(
+                f"left out {item.source}:{item.doc_id} ({item.title}): budget of {budget} tokens used up"
             )
+            continue
+        fitted = fit(render_item(item.title, item.text), left)
+        if not fitted.text:
+            notes.append(
+                f"left out {item.source}:{item.doc_id}: its first line does not fit in {left} tokens"
+            )
+            continue
+        if fitted.truncated:
+            notes.append(f"cut {item.source}:{item.doc_id} ({item.title}) to {fitted.tokens} tokens")
+        parts.append(fitted.text)
+        left -= fitted.tokens + 1  # and the newline that joins the parts
+        sections.append(
+            ShownSection(
+                source=item.source,
+                section_number=item.doc_id,
+                title=item.title,
+                url=item.url,
+                tokens=fitted.tokens,
+                truncated=fitted.truncated,
+            )
+        )
     text = "\n".join(parts)
     return ContextBlock(
         kind="static",

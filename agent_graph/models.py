@@ -83,7 +83,11 @@ class ChatModel:
         prepared = self.prepare(messages)
         retrying = Retrying(
             stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential_jitter(initial=self.retry.initial_wait_s, max=self.retry.max_wait_s),
+            wait=wait_exponential_jitter(
+                multiplier=self.retry.initial_wait_s,
+                max=self.retry.max_wait_s,
+                jitter=self.retry.initial_wait_s,
+            ),
             retry=retry_if_exception(is_transient),
             reraise=True,
         )

@@ -19,7 +19,7 @@ _LITERAL = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
 _OPCODE = re.compile(r"^(?:@!?%?\w+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*)")
 # "ptxas /tmp/x.ptx, line 107; error   : Unknown ..." and "candidate.cu(12): error: ..."
 _ERR_PREFIX = re.compile(r"^.*?(?:line \d+;|\(\d+\):|:\d+:(?:\d+:)?)\s*(?:fatal\s+)?error\s*:\s*", re.I)
-_QUOTED = re.compile(r"'([A-Za-z_][\w.:]*)'|\"([A-Za-z_][\w.:]*)\"")
+_QUOTED = re.compile(r"'(\.?[A-Za-z_][\w.:]*)'|\"(\.?[A-Za-z_][\w.:]*)\"")
 _NOISE = ("Ptx assembly aborted", "compilation terminated", "errors detected in the compilation")
 
 
@@ -55,7 +55,10 @@ def compiler_errors(log: str, limit: int = 4) -> list[str]:
 
 
 def _instruction_for(name: str, used: list[str], required: list[str]) -> str | None:
-    """The full instruction a compiler message names ('redux' -> 'redux.sync.add.i32' from the code)."""
+    """The full instruction a compiler message names: 'redux' -> 'redux.sync.add.i32' from the code;
+    a modifier ('.i32') -> the instruction in the code that carries it."""
+    if name.startswith("."):
+        return next((ins for ins in used if name[1:] in ins.split(".")[1:]), None) if len(name) > 1 else None
     for ins in [*used, *required]:
         if ins == name or ins.startswith(name + "."):
             return ins
