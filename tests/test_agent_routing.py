@@ -4,6 +4,7 @@ round limit, model errors (transient and fatal), sandbox errors, replies without
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from ptxrag.agent_graph import ReplayChatModel, ReplayEntry, RetryPolicy, run_task
@@ -114,10 +115,10 @@ def test_retrieval_condition_records_queries_sections_and_budget(tmp_path):
     assert r2.queries[0].reason == "compiler error"
     assert not {s.key for s in r1.retrieved.sections} & {s.key for s in r2.retrieved.sections}
     assert r1.retrieved.sections[0].title.lower() in r1.prompt.lower()
-    lines = [json.loads(x) for x in open(res.transcript_jsonl)]
+    lines = [json.loads(x) for x in Path(res.transcript_jsonl).read_text().splitlines()]
     assert [x["type"] for x in lines] == ["episode", "round", "round", "result"]
     assert lines[0]["budget_tokens"] == res.budget_tokens and lines[0]["tokenizer"] == "cl100k_base"
-    md = open(res.transcript_md).read()
+    md = Path(res.transcript_md).read_text()
     assert "## Round 2" in md and "compiler error" in md
 
 
