@@ -190,7 +190,13 @@ def run_task(
         )
         if not resumed or snap.next:
             try:
-                for mode, chunk in graph.stream(inp, config, context=deps, stream_mode=["updates", "custom"]):
+                for mode, chunk in graph.stream(
+                    inp,
+                    config,
+                    context=deps,
+                    stream_mode=["updates", "custom"],
+                    durability="sync",  # a step is on disk before the next one starts
+                ):
                     if mode == "custom":
                         emit(AgentEvent(**chunk))
                     elif "evaluate" in chunk:
