@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from ptxrag.tasks import TaskSpec, load_task
 from pydantic import BaseModel, ConfigDict, Field
+
+from ptxrag.tasks import TaskSpec, load_task
 
 from .conditions import Condition, load_condition
 from .graph import build_graph, sqlite_checkpointer

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END
 from langgraph.runtime import Runtime
+
 from ptxrag.sandbox.report import EvaluationReport
 from ptxrag.tasks import TaskSpec
 

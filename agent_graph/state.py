@@ -7,8 +7,9 @@ from typing import Annotated, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from ptxrag.sandbox.report import EvaluationReport
 from pydantic import BaseModel, ConfigDict, Field
+
+from ptxrag.sandbox.report import EvaluationReport
 
 from .conditions import Condition
 

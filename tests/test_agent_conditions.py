@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from test_agent_doubles import ManualRetrieverDouble, PackDouble
+
 from ptxrag.agent_graph import ConditionError, builtin_conditions, count_tokens, load_condition
 from ptxrag.agent_graph.knowledge import CorpusKnowledge, build_static_context
 from ptxrag.agent_graph.queries import task_queries
 from ptxrag.agent_graph.retrieval import retrieve_context
 from ptxrag.agent_graph.tokens import fit
 from ptxrag.tasks import load_task
-from test_agent_doubles import ManualRetrieverDouble, PackDouble
 
 EXPECTED = {
     "hardware": (["hardware"], False),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ptxrag.agent_graph.extract import NoCodeFound, extract_code, fenced_blocks
 
 KERNEL = (

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from test_agent_doubles import ManualRetrieverDouble, kernel_reply, report
+
 from ptxrag.agent_graph import load_condition
 from ptxrag.agent_graph.extract import extract_code
 from ptxrag.agent_graph.queries import asm_instructions, compiler_errors, round_queries
 from ptxrag.agent_graph.retrieval import retrieve_context
 from ptxrag.agent_graph.state import RoundRecord
 from ptxrag.tasks import load_task
-from test_agent_doubles import ManualRetrieverDouble, kernel_reply, report
 
 TASK = load_task("warp-reduce-redux")
 CODE = extract_code(kernel_reply("x")).code.replace("redux.sync.add.s32", "redux.sync.add.i32")

@@ -11,8 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from ptxrag.agent_graph import ReplayChatModel, run_task
 from test_agent_doubles import PackDouble, ScriptedSandbox, kernel_reply
+
+from ptxrag.agent_graph import ReplayChatModel, run_task
 
 TESTS = Path(__file__).resolve().parent
 

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from test_agent_doubles import ManualRetrieverDouble, PackDouble, ScriptedSandbox, kernel_reply
+
 from ptxrag.agent_graph import ReplayChatModel, ReplayEntry, RetryPolicy, run_task
 from ptxrag.agent_graph.models import ChatModel
-from test_agent_doubles import ManualRetrieverDouble, PackDouble, ScriptedSandbox, kernel_reply
 
 FAST = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=0.02)
 
