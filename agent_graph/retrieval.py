@@ -74,15 +74,15 @@ def retrieve_context(
     except Exception as e:  # noqa: BLE001
         raise RetrievalUnavailable(f"no manual version for {task.arch}: {e}") from e
     seen = set() if settings.repeat_sections else {_key(*s.key) for s in shown}
-    exclude = (
-        () if settings.repeat_sections else tuple(s.section_number for s in shown if s.source == "ptx-isa")
-    )
+    # the retriever drops these (manual section numbers and pack document ids); the key check below
+    # guards against a number shared by two sources
+    exclude = () if settings.repeat_sections else tuple(dict.fromkeys(s.section_number for s in shown))
     ranked: list[list[Any]] = []
     for q in queries:
         try:
             hits = retriever.search(
                 q.text,
-                k=settings.k_per_query + len(exclude),
+                k=settings.k_per_query,
                 version=version,
                 sources=list(settings.sources),
                 exclude_sections=exclude,

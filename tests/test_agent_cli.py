@@ -1,0 +1,79 @@
+"""``ptxrag demo`` and ``ptxrag run`` through the CLI runner, with the real graph and sandbox."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ptxrag.cli import app
+
+runner = CliRunner()
+DEMO = Path(str(resources.files("ptxrag.agent_graph") / "demo" / "warp-reduce-redux.toml"))
+
+
+def _no_gpu(monkeypatch):
+    monkeypatch.setenv("PTXRAG_NO_GPU", "1")
+    from ptxrag.sandbox import toolchain
+
+    toolchain.detect_gpu.cache_clear()
+
+
+def test_demo_runs_offline_and_behaves_as_designed(monkeypatch, tmp_path):
+    _no_gpu(monkeypatch)
+    monkeypatch.setenv("PTXRAG_HOME", str(tmp_path / "home"))  # no index here: the demo must say so
+    res = runner.invoke(app, ["demo", "--runs-dir", str(tmp_path / "runs")])
+    out = res.output
+    assert res.exit_code == 0, out
+    assert "falling back to static knowledge" in out
+    assert "round 1: ✗ compile failed" in out and "Unknown modifier" in out
+    assert "round 2: ✗ static failed: redux.sync not found" in out
+    assert "skipped: no GPU" in out and "What a GPU run adds" in out
+    assert "demo behaved as designed" in out
+    transcripts = list((tmp_path / "runs").glob("*/transcript.jsonl"))
+    assert len(transcripts) == 1
+    rows = [json.loads(x) for x in transcripts[0].read_text().splitlines()]
+    assert rows[-1]["stop_reason"] == "unverified_no_gpu"
+    r3 = rows[3]["report"]
+    assert r3["compile"]["status"] == "passed" and r3["static"]["status"] == "passed"
+    assert {r3[s]["status"] for s in ("correctness", "execution", "timing")} == {"skipped"}
+
+
+def test_run_with_a_user_condition_reaches_the_round_limit(monkeypatch, tmp_path):
+    _no_gpu(monkeypatch)
+    cond = tmp_path / "baseline.toml"
+    cond.write_text('name = "baseline"\ndescription = "no knowledge at all"\n')
+    replay = tmp_path / "two.toml"
+    text = DEMO.read_text()
+    replay.write_text(
+        text[: text.index("[[reply]]", text.index("[[reply]]", text.index("[[reply]]") + 1) + 1)]
+    )
+    res = runner.invoke(
+        app,
+        ["run", "warp-reduce-redux", "--model", f"replay:{replay}", "--condition", str(cond), "--max-rounds", "2",
+         "--runs-dir", str(tmp_path / "runs"), "--episode", "cli-ep"],
+    )  # fmt: skip
+    assert res.exit_code == 1, res.output
+    assert "round_limit" in res.output and "static 0 + retrieved 0" in res.output
+    assert (tmp_path / "runs" / "cli-ep" / "transcript.md").is_file()
+
+
+def test_run_without_an_api_key_says_which_variable(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    res = runner.invoke(
+        app,
+        ["run", "warp-reduce-redux", "--model", "anthropic:claude-sonnet-4-5", "--condition", "templates"],
+    )
+    assert res.exit_code == 2
+    assert "ANTHROPIC_API_KEY" in res.output and "replay:" in res.output
+
+
+def test_run_with_an_unknown_condition_or_task(tmp_path):
+    res = runner.invoke(
+        app, ["run", "warp-reduce-redux", "--model", f"replay:{DEMO}", "--condition", "vibes"]
+    )
+    assert res.exit_code == 2 and "unknown condition" in res.output
+    res = runner.invoke(app, ["run", "no-such-task", "--model", f"replay:{DEMO}"])
+    assert res.exit_code == 2 and "unknown task" in res.output
