@@ -39,7 +39,9 @@ def main() -> int:
             hit = compile_candidate(src, task.gencode, out_dir=Path(d))
             hits.append(time.perf_counter() - t0)
             assert hit.cache_hit
-    print(f"compile cold: {t_cold:.2f} s ({cold.status}); cache hit median: {statistics.median(hits) * 1e3:.1f} ms")
+    print(
+        f"compile cold: {t_cold:.2f} s ({cold.status}); cache hit median: {statistics.median(hits) * 1e3:.1f} ms"
+    )
     stages: dict[str, list[float]] = {}
     totals = []
     for i in range(args.runs):
@@ -47,13 +49,17 @@ def main() -> int:
         totals.append(rep.total_wall_s)
         for s in rep.stages():
             stages.setdefault(s.stage, []).append(s.wall_s)
-        print(f"run {i + 1}: total {rep.total_wall_s:.2f} s success={rep.success} "
-              + " ".join(f"{s.stage}={s.wall_s:.2f}" for s in rep.stages()))
+        print(
+            f"run {i + 1}: total {rep.total_wall_s:.2f} s success={rep.success} "
+            + " ".join(f"{s.stage}={s.wall_s:.2f}" for s in rep.stages())
+        )
     print("median per stage (s): " + ", ".join(f"{k}={statistics.median(v):.2f}" for k, v in stages.items()))
     med = statistics.median(totals)
-    print(f"median end to end: {med:.2f} s (target <= 15 s: {'met' if med <= 15 else 'MISSED'}); "
-          f"cache hit {statistics.median(hits) * 1e3:.1f} ms (target < 200 ms: "
-          f"{'met' if statistics.median(hits) < 0.2 else 'MISSED'})")
+    print(
+        f"median end to end: {med:.2f} s (target <= 15 s: {'met' if med <= 15 else 'MISSED'}); "
+        f"cache hit {statistics.median(hits) * 1e3:.1f} ms (target < 200 ms: "
+        f"{'met' if statistics.median(hits) < 0.2 else 'MISSED'})"
+    )
     return 0
 
 

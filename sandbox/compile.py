@@ -142,13 +142,26 @@ def compile_candidate(
         src.write_text(source)
         lib = Path(work) / LIB_NAME
         cmd = [str(tc.nvcc), *flags, "-o", str(lib), str(src)]
-        shown_cmd = ["nvcc", *[f for f in flags if not f.startswith(("-I", "-L"))], "-o", LIB_NAME, SOURCE_NAME]
+        shown_cmd = [
+            "nvcc",
+            *[f for f in flags if not f.startswith(("-I", "-L"))],
+            "-o",
+            LIB_NAME,
+            SOURCE_NAME,
+        ]
         try:
             proc = subprocess.Popen(
-                cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+                cmd,
+                cwd=work,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
             )
         except OSError as e:
-            return CompileResult(status="error", message=f"could not start nvcc: {e}", wall_s=time.monotonic() - t0)
+            return CompileResult(
+                status="error", message=f"could not start nvcc: {e}", wall_s=time.monotonic() - t0
+            )
         try:
             out, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -179,7 +192,9 @@ def compile_candidate(
         message = "compiled"
         if "C7508" in out or "C7510" in out:
             message += "; ptxas warns that setmaxnreg was ignored (see log)"
-        (tmp_entry / "result.json").write_text(json.dumps({"message": message, "command": shown_cmd, "log": log}))
+        (tmp_entry / "result.json").write_text(
+            json.dumps({"message": message, "command": shown_cmd, "log": log})
+        )
         if entry.exists():
             shutil.rmtree(tmp_entry, ignore_errors=True)
         else:

@@ -232,7 +232,11 @@ def describe_exit(returncode: int | None) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = str(-returncode)
-        hint = {"SIGSEGV": " (segmentation fault on the host)", "SIGABRT": " (abort)", "SIGXCPU": " (CPU limit)"}
+        hint = {
+            "SIGSEGV": " (segmentation fault on the host)",
+            "SIGABRT": " (abort)",
+            "SIGXCPU": " (CPU limit)",
+        }
         return f"killed by {name}{hint.get(name, '')}"
     return f"exited with code {returncode}"
 

@@ -6,11 +6,13 @@ data in the report; a broken harness (missing toolchain, unreadable task) raises
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import select
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,8 +87,12 @@ class Sandbox:
         try:
             if banned:
                 # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
-                comp = CompileResult(status="skipped", message="not compiled: the source uses a forbidden library")
-                stat = StaticResult(status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned)
+                comp = CompileResult(
+                    status="skipped", message="not compiled: the source uses a forbidden library"
+                )
+                stat = StaticResult(
+                    status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned
+                )
             else:
                 comp = compile_candidate(
                     source,
@@ -156,8 +162,12 @@ class Sandbox:
             with w:
                 corr = w.correctness(work / "job.json")
                 if not corr.ok:
-                    return corr, skipped("execution", "correctness did not pass"), skipped(  # type: ignore[return-value]
-                        "timing", "correctness did not pass"
+                    return (
+                        corr,
+                        skipped("execution", "correctness did not pass"),
+                        skipped(  # type: ignore[return-value]
+                            "timing", "correctness did not pass"
+                        ),
                     )
                 exe = self._execution(task, work)
                 if not exe.ok:
@@ -176,7 +186,9 @@ class Sandbox:
             return ExecutionResult(status="error", message="ncu (Nsight Compute) not found; set PTXRAG_NCU")
         launch_job = work / "inputs" / "launch.json"
         if not launch_job.is_file():
-            return ExecutionResult(status="error", message="correctness stage saved no inputs for the ncu launch")
+            return ExecutionResult(
+                status="error", message="correctness stage saved no inputs for the ncu launch"
+            )
         csv_path = work / "ncu.csv"
         cmd = [
             *ncu_mod.ncu_command(str(ncu)),
@@ -195,7 +207,10 @@ class Sandbox:
         wall = time.monotonic() - t0
         if tracked.killed_reason:
             return ExecutionResult(
-                status="failed", message=f"profiled launch {tracked.killed_reason}", ncu_command=shown, wall_s=wall
+                status="failed",
+                message=f"profiled launch {tracked.killed_reason}",
+                ncu_command=shown,
+                wall_s=wall,
             )
         text = csv_path.read_text(errors="replace") if csv_path.is_file() else ""
         if rc != 0:
@@ -306,15 +321,11 @@ class _Worker:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(OSError):
             os.write(self.cmd_w, b'{"cmd": "exit"}\n')
-        except OSError:
-            pass
         for fd in (self.cmd_w, self.res_r):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self.c.close()
         if self.config.artifacts_dir is not None:
             dest = self.config.artifacts_dir
@@ -345,10 +356,8 @@ class _Worker:
         return json.loads(line)
 
     def _death(self) -> str:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.c.proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001
-            pass
         why = self.c.tracked.killed_reason or describe_exit(self.c.proc.returncode)
         out = tail(self.log, 600).strip()
         return f"the candidate process {why}" + (f"; its output ends with: {out}" if out else "")
@@ -363,7 +372,9 @@ class _Worker:
     def correctness(self, job: Path) -> CorrectnessResult:
         t0 = time.monotonic()
         try:
-            loaded = self._ask({"cmd": "load", "job": str(job)}, self.config.stage_limits.gpu_start_s, "loading")
+            loaded = self._ask(
+                {"cmd": "load", "job": str(job)}, self.config.stage_limits.gpu_start_s, "loading"
+            )
             if not loaded.get("ok"):
                 kind = loaded.get("kind")
                 return CorrectnessResult(
@@ -384,7 +395,11 @@ class _Worker:
         if not res.get("ok"):
             kind = res.get("kind")
             status = "error" if kind == "harness" else "failed"
-            prefix = {"load": "could not load the candidate: ", "cuda": "CUDA error: ", "harness": "harness error: "}
+            prefix = {
+                "load": "could not load the candidate: ",
+                "cuda": "CUDA error: ",
+                "harness": "harness error: ",
+            }
             return CorrectnessResult(
                 status=status,  # type: ignore[arg-type]
                 message=prefix.get(kind or "", "") + res.get("error", "unknown error"),
@@ -395,7 +410,9 @@ class _Worker:
         bad = [c for c in checks if not c.passed]
         if not bad:
             msg = f"all {len(checks)} checks passed (fresh random inputs, outputs poisoned with NaN)"
-            return CorrectnessResult(status="passed", message=msg, checks=checks, stdout_tail=out_tail, wall_s=wall)
+            return CorrectnessResult(
+                status="passed", message=msg, checks=checks, stdout_tail=out_tail, wall_s=wall
+            )
         return CorrectnessResult(
             status="failed", message=_describe_bad(bad[0]), checks=checks, stdout_tail=out_tail, wall_s=wall
         )
@@ -459,7 +476,9 @@ def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingRe
     else:
         msgs.insert(0, f"candidate {t_cand:.3f} ms (no baseline)")
     if implausible:
-        msgs.append(f"speedup above {task.timing.max_plausible_speedup:g}x is implausible: flagged for review")
+        msgs.append(
+            f"speedup above {task.timing.max_plausible_speedup:g}x is implausible: flagged for review"
+        )
     return TimingResult(
         status=status,  # type: ignore[arg-type]
         message="; ".join(msgs),

@@ -38,12 +38,18 @@ def _int(v: str) -> int:
 def ncu_command(ncu: str, launch_count: int = 64) -> list[str]:
     return [
         ncu,
-        "--clock-control", "none",
-        "--target-processes", "all",
-        "--launch-count", str(launch_count),
-        "--section", "SourceCounters",
-        "--page", "source",
-        "--print-source", "sass",
+        "--clock-control",
+        "none",
+        "--target-processes",
+        "all",
+        "--launch-count",
+        str(launch_count),
+        "--section",
+        "SourceCounters",
+        "--page",
+        "source",
+        "--print-source",
+        "sass",
         "--csv",
     ]
 
@@ -76,7 +82,12 @@ def parse_source_csv(text: str) -> list[KernelCounters]:
         if header is None:
             header = [h.strip() for h in row]
             try:
-                idx = (header.index(COL_SOURCE), header.index(COL_EXEC), header.index(COL_THREAD), header.index(COL_PRED_ON))
+                idx = (
+                    header.index(COL_SOURCE),
+                    header.index(COL_EXEC),
+                    header.index(COL_THREAD),
+                    header.index(COL_PRED_ON),
+                )
             except ValueError as e:
                 raise NcuParseError(f"ncu source page lacks a column: {e}; header was {header}") from None
             continue
@@ -122,7 +133,9 @@ def execution_counts(kernels: list[KernelCounters], req: Requirement) -> Instruc
 def explain(ie: InstructionExecution) -> str:
     """One line an agent can act on."""
     if ie.executed:
-        return f"{ie.ptx}: executed ({ie.predicated_on_thread_instructions} predicated-on thread instructions)"
+        return (
+            f"{ie.ptx}: executed ({ie.predicated_on_thread_instructions} predicated-on thread instructions)"
+        )
     if ie.sass_rows == 0:
         return f"{ie.ptx}: not in any profiled kernel (is it in a kernel you launch?)"
     if ie.instructions_executed > 0:

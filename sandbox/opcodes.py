@@ -32,7 +32,9 @@ def table() -> tuple[OpcodeRow, ...]:
     text = (resources.files("ptxrag.sandbox") / "data" / "opcodes.toml").read_text()
     rows = tomllib.loads(text)["row"]
     return tuple(
-        OpcodeRow(r["ptx"], tuple(r.get("sass", [])), r.get("probe"), r.get("verifiable", True), r.get("note", ""))
+        OpcodeRow(
+            r["ptx"], tuple(r.get("sass", [])), r.get("probe"), r.get("verifiable", True), r.get("note", "")
+        )
         for r in rows
     )
 

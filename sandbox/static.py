@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .opcodes import UnknownInstruction, opcode_of, resolve
-from .report import InstructionPresence, StaticResult
+from .report import InstructionPresence, StaticResult, Status
 from .toolchain import ToolchainError, cuobjdump_env, require_cuobjdump
 
 _FUNC_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
@@ -50,7 +50,11 @@ def parse_sass(text: str) -> Sass:
 def disassemble(binary: Path, timeout_s: float = 60.0) -> Sass:
     cu = require_cuobjdump()
     out = subprocess.run(
-        [str(cu), "--dump-sass", str(binary)], capture_output=True, text=True, timeout=timeout_s, env=cuobjdump_env()
+        [str(cu), "--dump-sass", str(binary)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=cuobjdump_env(),
     )
     if out.returncode != 0:
         raise ToolchainError(f"cuobjdump failed: {out.stderr.strip()[:500]}")
@@ -60,16 +64,32 @@ def disassemble(binary: Path, timeout_s: float = 60.0) -> Sass:
 # -- forbidden library use -----------------------------------------------------------------------------
 #: kind -> (source regex, dynamic-symbol/NEEDED regex or None, reason the rule exists)
 FORBIDDEN_RULES: dict[str, tuple[str, str | None, str]] = {
-    "cublas": (r"\bcublas(?!Lt)\w*|#\s*include\s*[<\"]cublas", r"cublas(?!Lt)", "the task measures your kernel, not cuBLAS"),
+    "cublas": (
+        r"\bcublas(?!Lt)\w*|#\s*include\s*[<\"]cublas",
+        r"cublas(?!Lt)",
+        "the task measures your kernel, not cuBLAS",
+    ),
     "cublaslt": (r"\bcublasLt\w*", r"cublasLt", "the task measures your kernel, not cuBLASLt"),
     "cudnn": (r"\bcudnn\w*|#\s*include\s*[<\"]cudnn", r"cudnn", "the task measures your kernel, not cuDNN"),
-    "cutlass": (r"\bcutlass::|#\s*include\s*[<\"]cutlass/", None, "write the PTX yourself; CUTLASS is not allowed"),
+    "cutlass": (
+        r"\bcutlass::|#\s*include\s*[<\"]cutlass/",
+        None,
+        "write the PTX yourself; CUTLASS is not allowed",
+    ),
     "cute": (r"\bcute::|#\s*include\s*[<\"]cute/", None, "write the PTX yourself; CuTe is not allowed"),
     "thrust": (r"\bthrust::|#\s*include\s*[<\"]thrust/", None, "library algorithms are not allowed"),
     "cub": (r"\bcub::|#\s*include\s*[<\"]cub/", None, "library algorithms are not allowed"),
-    "torch": (r"#\s*include\s*[<\"](torch|ATen|c10)/|\b(at|torch|c10)::", r"libtorch|libc10|\bat::", "calling PyTorch from the candidate is not allowed"),
+    "torch": (
+        r"#\s*include\s*[<\"](torch|ATen|c10)/|\b(at|torch|c10)::",
+        r"libtorch|libc10|\bat::",
+        "calling PyTorch from the candidate is not allowed",
+    ),
     # source only: the static CUDA runtime itself imports dlopen to reach libcuda
-    "dlopen": (r"\bdlopen\s*\(|\bdlsym\s*\(|\bdlmopen\s*\(", None, "loading other libraries at run time could hide a library call"),
+    "dlopen": (
+        r"\bdlopen\s*\(|\bdlsym\s*\(|\bdlmopen\s*\(",
+        None,
+        "loading other libraries at run time could hide a library call",
+    ),
     "triton": (r"\btriton\b", None, "Triton kernels are not allowed"),
 }
 
@@ -85,7 +105,9 @@ def _dynamic_symbols(binary: Path) -> str:
     parts = []
     nm = shutil.which("nm")
     if nm:
-        r = subprocess.run([nm, "-D", "--undefined-only", str(binary)], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [nm, "-D", "--undefined-only", str(binary)], capture_output=True, text=True, timeout=30
+        )
         parts.append(r.stdout)
     readelf = shutil.which("readelf")
     if readelf:
@@ -116,7 +138,9 @@ def static_check(source: str, library: Path, required_ptx: list[str], forbidden:
     try:
         sass = disassemble(library)
     except (ToolchainError, subprocess.TimeoutExpired, OSError) as e:
-        return StaticResult(status="error", message=f"could not disassemble: {e}", wall_s=time.monotonic() - t0)
+        return StaticResult(
+            status="error", message=f"could not disassemble: {e}", wall_s=time.monotonic() - t0
+        )
     ops = sass.all_opcodes()
     presence = []
     for ptx in required_ptx:
@@ -125,10 +149,13 @@ def static_check(source: str, library: Path, required_ptx: list[str], forbidden:
         except UnknownInstruction as e:
             return StaticResult(status="error", message=str(e), wall_s=time.monotonic() - t0)
         found = sorted(op for op in ops if req.matches(op))
-        presence.append(InstructionPresence(ptx=ptx, sass_patterns=req.patterns, sass_found=found, present=bool(found)))
+        presence.append(
+            InstructionPresence(ptx=ptx, sass_patterns=req.patterns, sass_found=found, present=bool(found))
+        )
     hits = forbidden_hits(source, library, forbidden)
     missing = [p.ptx for p in presence if not p.present]
     excerpt = _excerpt(sass, presence)
+    status: Status
     if hits:
         status, msg = "failed", "forbidden: " + "; ".join(hits)
     elif missing:

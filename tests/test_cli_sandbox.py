@@ -26,7 +26,9 @@ def test_sandbox_check_bundled_example_without_gpu(monkeypatch):
 def test_sandbox_check_failure_exit_code_and_table(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXRAG_NO_GPU", "1")
     k = tmp_path / "bad.cu"
-    k.write_text('#include "ptxrag_abi.h"\nextern "C" int ptxrag_launch(const ptxrag_args* a) { return oops; }\n')
+    k.write_text(
+        '#include "ptxrag_abi.h"\nextern "C" int ptxrag_launch(const ptxrag_args* a) { return oops; }\n'
+    )
     res = runner.invoke(app, ["sandbox", "check", str(k), "--task", "warp-reduce-redux"])
     assert res.exit_code == 1
     assert "compile error" in res.output and "oops" in res.output

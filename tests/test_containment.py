@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,9 @@ def _run(tmp_path: Path, code: str, timeout_s: float = 10.0, limits: Limits | No
 def _no_leftovers(pid_file: Path) -> None:
     if pid_file.exists():
         for pid in map(int, pid_file.read_text().split()):
-            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+            assert (
+                not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+            )
 
 
 def test_infinite_loop_is_killed_at_the_deadline(tmp_path):

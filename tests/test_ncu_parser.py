@@ -23,7 +23,11 @@ def kernels():
 
 def test_blocks_are_parsed_and_duplicates_counted_once(kernels):
     names = [k.name for k in kernels]
-    assert names == ["warp_ops(const int *, int *, int)", "bulk_copy(const float *, float *, int)", "wgmma_probe(float *)"]
+    assert names == [
+        "warp_ops(const int *, int *, int)",
+        "bulk_copy(const float *, float *, int)",
+        "wgmma_probe(float *)",
+    ]
     assert all(len(k.rows) > 10 for k in kernels)
 
 
@@ -45,8 +49,13 @@ def test_dead_predicated_instruction_is_issued_but_does_no_work(kernels):
 
 
 def test_hopper_instructions_of_the_probe_executed(kernels):
-    for ptx in ("cp.async.bulk.shared::cluster.global", "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity",
-                "wgmma.mma_async", "elect.sync"):
+    for ptx in (
+        "cp.async.bulk.shared::cluster.global",
+        "mbarrier.arrive.expect_tx",
+        "mbarrier.try_wait.parity",
+        "wgmma.mma_async",
+        "elect.sync",
+    ):
         ie = execution_counts(kernels, resolve(ptx))
         assert ie.executed, (ptx, ie)
 
@@ -58,7 +67,9 @@ def test_instruction_absent_from_profiled_kernels():
 
 
 def test_noise_lines_and_missing_columns():
-    text = '==PROF== Connected\nhello from the program\n"Kernel Name","k()",\n"Address","Source"\n"0x1","EXIT"\n'
+    text = (
+        '==PROF== Connected\nhello from the program\n"Kernel Name","k()",\n"Address","Source"\n"0x1","EXIT"\n'
+    )
     with pytest.raises(NcuParseError, match="lacks a column"):
         parse_source_csv(text)
     assert parse_source_csv("==PROF== nothing profiled\n") == []

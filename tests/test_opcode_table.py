@@ -43,7 +43,10 @@ def test_every_verifiable_row_is_seen_in_its_probe(probe_opcodes):
 
 def test_rows_do_not_claim_each_others_opcodes(probe_opcodes):
     # a TMA store must not count as a TMA load, a plain arrive not as arrive.expect_tx, etc.
-    load, store = resolve("cp.async.bulk.tensor.shared::cluster.global"), resolve("cp.async.bulk.tensor.global.shared::cta")
+    load, store = (
+        resolve("cp.async.bulk.tensor.shared::cluster.global"),
+        resolve("cp.async.bulk.tensor.global.shared::cta"),
+    )
     assert load.matches("UTMALDG.2D") and not load.matches("UTMASTG.2D")
     assert store.matches("UTMASTG.2D") and not store.matches("UTMALDG.2D")
     assert not resolve("mbarrier.arrive.expect_tx").matches("SYNCS.ARRIVE.TRANS64.A1T0")

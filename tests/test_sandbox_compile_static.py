@@ -50,7 +50,8 @@ def test_compile_error_is_trimmed_to_what_matters():
 def test_ptxas_error_on_wrong_target_is_reported():
     # wgmma needs sm_90a; on plain sm_90 ptxas rejects it
     src = MINIMAL.replace(
-        "y[threadIdx.x] = 1.f;", 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); y[threadIdx.x] = 1.f;'
+        "y[threadIdx.x] = 1.f;",
+        'asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); y[threadIdx.x] = 1.f;',
     )
     res = compile_candidate(src, "-gencode=arch=compute_90,code=sm_90", use_cache=False)
     assert res.status == "failed"
@@ -60,7 +61,7 @@ def test_ptxas_error_on_wrong_target_is_reported():
 def test_trim_log_keeps_errors_and_drops_noise():
     log = "\n".join(
         ["/tmp/x/candidate.cu(3): warning #177-D: unused"]
-        + ["/tmp/x/candidate.cu(10): error: identifier \"foo\" is undefined", "    foo();", "    ^"]
+        + ['/tmp/x/candidate.cu(10): error: identifier "foo" is undefined', "    foo();", "    ^"]
         + [f"ptxas info    : line {i}" for i in range(100)]
     )
     out = trim_log(log, "/tmp/x")
@@ -71,7 +72,9 @@ def test_trim_log_keeps_errors_and_drops_noise():
 def test_static_stage_finds_the_required_instruction():
     task = load_task("warp-reduce-redux")
     comp = compile_candidate(task.solution_source(), task.gencode)
-    st = static_check(task.solution_source(), __import__("pathlib").Path(comp.library_path), ["redux.sync"], task.forbidden)
+    st = static_check(
+        task.solution_source(), __import__("pathlib").Path(comp.library_path), ["redux.sync"], task.forbidden
+    )
     assert st.status == "passed", st.message
     assert st.instructions[0].sass_found == ["REDUX.SUM.S32"]
     assert "row_sum" in " ".join(st.kernels)
@@ -105,8 +108,8 @@ def test_without_gpu_the_gpu_stages_are_skipped_never_passed():
 def test_forbidden_scan_ignores_comments_but_not_code():
     task_forbidden = ["cublas", "torch", "dlopen", "cutlass"]
     assert forbidden_hits("// cuBLAS would be faster\n/* cublasSgemm */ int x;", None, task_forbidden) == []
-    assert forbidden_hits('#include <cutlass/gemm.h>\n', None, task_forbidden)[0].startswith("cutlass")
-    assert forbidden_hits("void* h = dlopen(\"libcublas.so\", 2);", None, task_forbidden)
+    assert forbidden_hits("#include <cutlass/gemm.h>\n", None, task_forbidden)[0].startswith("cutlass")
+    assert forbidden_hits('void* h = dlopen("libcublas.so", 2);', None, task_forbidden)
     assert forbidden_hits("#include <ATen/ATen.h>", None, task_forbidden)[0].startswith("torch")
 
 

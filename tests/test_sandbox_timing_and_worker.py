@@ -50,7 +50,9 @@ def test_implausible_speedup_is_flagged():
 
 def test_worker_without_cuda_is_a_harness_error_not_a_candidate_failure():
     # pretend a Hopper GPU is here: the real worker starts, finds no CUDA, and says so
-    sb = Sandbox(SandboxConfig(stage_limits=StageLimits(gpu_start_s=120)), gpu=GpuInfo("pretend H200", (9, 0)))
+    sb = Sandbox(
+        SandboxConfig(stage_limits=StageLimits(gpu_start_s=120)), gpu=GpuInfo("pretend H200", (9, 0))
+    )
     rep = sb.evaluate(TASK, TASK.solution_source())
     assert rep.compile.ok and rep.static.ok
     assert rep.correctness.status in ("error", "failed")

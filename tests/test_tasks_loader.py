@@ -32,11 +32,17 @@ def test_unknown_task_lists_known_ones():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda s: s.replace('level = 1', 'level = 7'), "level"),
-        (lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["redux.sinc"]'), "not in the opcode table"),
-        (lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["mapa"]'), "no distinctive SASS opcode"),
+        (lambda s: s.replace("level = 1", "level = 7"), "level"),
+        (
+            lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["redux.sinc"]'),
+            "not in the opcode table",
+        ),
+        (
+            lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["mapa"]'),
+            "no distinctive SASS opcode",
+        ),
         (lambda s: s.replace('arch = "sm_90a"', 'arch = "sm_91x"'), "arch"),
-        (lambda s: s.replace('{ rows = 1000, cols = 999 }', '{ rows = 1000 }'), "does not set dimension"),
+        (lambda s: s.replace("{ rows = 1000, cols = 999 }", "{ rows = 1000 }"), "does not set dimension"),
         (lambda s: s.replace('file = "controls/hang.cu"', 'file = "controls/missing.cu"'), "does not exist"),
         (lambda s: s.replace('id = "warp-reduce-redux"', 'id = "other-id"'), "must equal the folder name"),
         (lambda s: s + "\n[[inputs]\n", "not valid TOML"),
@@ -54,7 +60,9 @@ def test_broken_specs_get_clear_errors(tmp_path, edit, message):
 
 def test_user_tasks_path(tmp_path, monkeypatch):
     folder = _copy(tmp_path)
-    (folder / "task.toml").write_text((folder / "task.toml").read_text().replace('"warp-reduce-redux"', '"my-task"'))
+    (folder / "task.toml").write_text(
+        (folder / "task.toml").read_text().replace('"warp-reduce-redux"', '"my-task"')
+    )
     folder.rename(tmp_path / "my-task")
     monkeypatch.setenv("PTXRAG_TASKS_PATH", str(tmp_path))
     assert load_task("my-task").root == tmp_path / "my-task"

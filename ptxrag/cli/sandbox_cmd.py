@@ -10,7 +10,9 @@ from rich.table import Table
 
 from .common import console, fail, styled
 
-sandbox_app = typer.Typer(help="Compile, check, run, profile and time candidate kernels.", no_args_is_help=True)
+sandbox_app = typer.Typer(
+    help="Compile, check, run, profile and time candidate kernels.", no_args_is_help=True
+)
 
 
 def print_report(rep) -> None:  # noqa: ANN001 - EvaluationReport; imported lazily
@@ -46,7 +48,9 @@ def print_report(rep) -> None:  # noqa: ANN001 - EvaluationReport; imported lazi
 
 @sandbox_app.command("check")
 def check(
-    kernel: Annotated[Path | None, typer.Argument(help="candidate .cu file (default: the task's reference solution)")] = None,
+    kernel: Annotated[
+        Path | None, typer.Argument(help="candidate .cu file (default: the task's reference solution)")
+    ] = None,
     task: Annotated[str, typer.Option("--task", "-t", help="task id or task folder")] = "warp-reduce-redux",
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     no_timing: Annotated[bool, typer.Option("--no-timing", help="skip the timing stage")] = False,

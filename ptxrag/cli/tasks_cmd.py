@@ -24,8 +24,22 @@ def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     except TaskError as e:
         fail(str(e))
     if json_out:
-        print(json.dumps([{"id": t.id, "family": t.family, "level": t.level, "arch": t.arch,
-                           "required_ptx": t.required_ptx, "title": t.title} for t in tasks], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": t.id,
+                        "family": t.family,
+                        "level": t.level,
+                        "arch": t.arch,
+                        "required_ptx": t.required_ptx,
+                        "title": t.title,
+                    }
+                    for t in tasks
+                ],
+                indent=2,
+            )
+        )
         return
     t = Table(header_style="bold")
     for col in ("id", "level", "family", "arch", "required PTX", "title"):
@@ -55,7 +69,9 @@ def show(task_id: str, json_out: Annotated[bool, typer.Option("--json")] = False
     for kind, tensors in (("input", task.inputs), ("output", task.outputs)):
         for x in tensors:
             console.print(f"{kind} {x.name}: {x.dtype}{list(x.shape)}")
-    console.print(f"check shapes: {task.shapes.check} (awkward: {task.shapes.awkward}); timing: {task.shapes.timing}")
+    console.print(
+        f"check shapes: {task.shapes.check} (awkward: {task.shapes.awkward}); timing: {task.shapes.timing}"
+    )
     for c in task.controls:
         console.print(f"control {c.file}: must fail at {c.must_fail_at} -- {c.why}")
 
@@ -64,7 +80,9 @@ def show(task_id: str, json_out: Annotated[bool, typer.Option("--json")] = False
 def validate(
     task_ids: Annotated[list[str] | None, typer.Argument(help="task ids (default: all)")] = None,
     all_: Annotated[bool, typer.Option("--all", help="validate every task")] = False,
-    stage_timeout: Annotated[float, typer.Option(help="seconds per GPU stage (hung controls take this long)")] = 60.0,
+    stage_timeout: Annotated[
+        float, typer.Option(help="seconds per GPU stage (hung controls take this long)")
+    ] = 60.0,
     json_out: Annotated[bool, typer.Option("--json", help="write the full result as JSON to stdout")] = False,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
@@ -76,7 +94,9 @@ def validate(
         tasks = list_tasks() if (all_ or not task_ids) else [load_task(t) for t in task_ids]
     except TaskError as e:
         fail(str(e))
-    limits = StageLimits(correctness_s=stage_timeout, execution_s=max(stage_timeout, 120.0), timing_s=max(stage_timeout, 120.0))
+    limits = StageLimits(
+        correctness_s=stage_timeout, execution_s=max(stage_timeout, 120.0), timing_s=max(stage_timeout, 120.0)
+    )
     sandbox = Sandbox(SandboxConfig(stage_limits=limits))
     console.print(f"GPU: {sandbox.gpu.label if sandbox.gpu else 'none (GPU stages will be skipped)'}")
     results = []
@@ -84,29 +104,67 @@ def validate(
         with console.status(task.id) as st:
             results.append(validate_task(task, sandbox, on_progress=lambda m, st=st: st.update(m)))
     if json_out:
-        print(json.dumps([{"task": v.task.id, "ok": v.ok, "reference_verdict": v.reference_verdict,
-                           "reference": v.reference.model_dump(mode="json"),
-                           "controls": [{"file": c.file, "must_fail_at": c.must_fail_at, "failed_at": c.failed_at,
-                                         "verdict": c.verdict, "message": c.message} for c in v.controls]}
-                          for v in results], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "task": v.task.id,
+                        "ok": v.ok,
+                        "reference_verdict": v.reference_verdict,
+                        "reference": v.reference.model_dump(mode="json"),
+                        "controls": [
+                            {
+                                "file": c.file,
+                                "must_fail_at": c.must_fail_at,
+                                "failed_at": c.failed_at,
+                                "verdict": c.verdict,
+                                "message": c.message,
+                            }
+                            for c in v.controls
+                        ],
+                    }
+                    for v in results
+                ],
+                indent=2,
+            )
+        )
         if not all(v.ok for v in results):
             raise typer.Exit(1)
         return
     t = Table(title="reference solutions", header_style="bold")
-    for col in ("task", "compile", "static", "correct", "execution", "predicated-on per instruction",
-                "ref ms", "baseline ms", "speedup", "verdict"):
+    for col in (
+        "task",
+        "compile",
+        "static",
+        "correct",
+        "execution",
+        "predicated-on per instruction",
+        "ref ms",
+        "baseline ms",
+        "speedup",
+        "verdict",
+    ):
         t.add_column(col, overflow="fold")
     for v in results:
         r = v.reference
-        counts = ", ".join(f"{e.ptx}={e.predicated_on_thread_instructions}" for e in r.execution.instructions) or "-"
+        counts = (
+            ", ".join(f"{e.ptx}={e.predicated_on_thread_instructions}" for e in r.execution.instructions)
+            or "-"
+        )
         tm = r.timing
         t.add_row(
-            v.task.id, styled(r.compile.status), styled(r.static.status), styled(r.correctness.status),
-            styled(r.execution.status), counts,
+            v.task.id,
+            styled(r.compile.status),
+            styled(r.static.status),
+            styled(r.correctness.status),
+            styled(r.execution.status),
+            counts,
             f"{tm.candidate_median_ms:.4f}" if tm.candidate_median_ms is not None else "-",
             f"{tm.baseline_median_ms:.4f}" if tm.baseline_median_ms is not None else "-",
             f"{tm.speedup:.2f}" if tm.speedup is not None else "-",
-            {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(v.reference_verdict, "[yellow]not verified[/]"),
+            {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(
+                v.reference_verdict, "[yellow]not verified[/]"
+            ),
         )
     console.print(t)
     c = Table(title="negative controls", header_style="bold")
@@ -114,9 +172,16 @@ def validate(
         c.add_column(col, overflow="fold")
     for v in results:
         for o in v.controls:
-            c.add_row(v.task.id, o.file, o.must_fail_at, o.failed_at or "-",
-                      {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(o.verdict, "[yellow]not verified[/]"),
-                      o.message[:200])
+            c.add_row(
+                v.task.id,
+                o.file,
+                o.must_fail_at,
+                o.failed_at or "-",
+                {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(
+                    o.verdict, "[yellow]not verified[/]"
+                ),
+                o.message[:200],
+            )
     console.print(c)
     if not all(v.ok for v in results):
         console.print("[bold red]validation FAILED[/]: a reference failed or a control passed")

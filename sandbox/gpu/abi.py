@@ -90,8 +90,15 @@ def make_tensor(ptr: int, dtype: str, shape: list[int], strides: list[int]) -> T
 class Call:
     """Holds every ctypes object one ptxrag_launch call points into (so nothing is freed early)."""
 
-    def __init__(self, inputs: list[Tensor], outputs: list[Tensor], scalars: list[float], stream: int,
-                 workspace: int = 0, workspace_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        inputs: list[Tensor],
+        outputs: list[Tensor],
+        scalars: list[float],
+        stream: int,
+        workspace: int = 0,
+        workspace_bytes: int = 0,
+    ) -> None:
         self.inputs = (Tensor * max(1, len(inputs)))(*inputs)
         self.outputs = (Tensor * max(1, len(outputs)))(*outputs)
         self.scalars = (ctypes.c_double * max(1, len(scalars)))(*scalars)
@@ -130,10 +137,15 @@ def find_cudart() -> str:
         return env
     pats = []
     for entry in sys.path:
-        pats += [os.path.join(entry, "nvidia", "cu13", "lib", "libcudart.so*"),
-                 os.path.join(entry, "nvidia", "cuda_runtime", "lib", "libcudart.so*")]
-    pats += ["/usr/local/cuda/lib64/libcudart.so*", "/usr/local/cuda/targets/*/lib/libcudart.so*",
-             "/usr/lib/x86_64-linux-gnu/libcudart.so*"]
+        pats += [
+            os.path.join(entry, "nvidia", "cu13", "lib", "libcudart.so*"),
+            os.path.join(entry, "nvidia", "cuda_runtime", "lib", "libcudart.so*"),
+        ]
+    pats += [
+        "/usr/local/cuda/lib64/libcudart.so*",
+        "/usr/local/cuda/targets/*/lib/libcudart.so*",
+        "/usr/lib/x86_64-linux-gnu/libcudart.so*",
+    ]
     for pat in pats:
         hits = sorted(glob.glob(pat))
         if hits:

@@ -33,7 +33,9 @@ def main(job_path: str) -> int:
         job = json.load(f)
     rt = ctypes.CDLL(abi.find_cudart())
     _, launch = abi.load_candidate(job["library"])
-    ins, outs, keep = [], [], []
+    ins: list[abi.Tensor] = []
+    outs: list[abi.Tensor] = []
+    keep: list[bytearray] = []
     for t in job["tensors"]:
         nbytes = abi.DTYPES[t["dtype"]][1]
         for s in t["shape"]:

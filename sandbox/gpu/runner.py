@@ -65,8 +65,10 @@ class Worker:
             lo, hi = int(init.get("low", -1)), int(init.get("high", 1))
             x.copy_(torch.randint(lo, hi, x.shape, generator=gen, device=self.device, dtype=torch.int64))
         elif kind == "uniform":
-            lo, hi = float(init.get("low", -1.0)), float(init.get("high", 1.0))
-            x.copy_(torch.rand(x.shape, generator=gen, device=self.device, dtype=torch.float32) * (hi - lo) + lo)
+            flo, fhi = float(init.get("low", -1.0)), float(init.get("high", 1.0))
+            x.copy_(
+                torch.rand(x.shape, generator=gen, device=self.device, dtype=torch.float32) * (fhi - flo) + flo
+            )
         else:
             m, s = float(init.get("mean", 0.0)), float(init.get("std", 1.0))
             x.copy_(torch.randn(x.shape, generator=gen, device=self.device, dtype=torch.float32) * s + m)
@@ -105,7 +107,9 @@ class Worker:
 
     def call(self, inputs: dict, outputs: dict) -> abi.Call:
         def desc(x: torch.Tensor) -> abi.Tensor:
-            return abi.make_tensor(x.data_ptr(), str(x.dtype).removeprefix("torch."), list(x.shape), list(x.stride()))
+            return abi.make_tensor(
+                x.data_ptr(), str(x.dtype).removeprefix("torch."), list(x.shape), list(x.stride())
+            )
 
         return abi.Call(
             [desc(inputs[t["name"]]) for t in self.job["inputs"]],
@@ -135,7 +139,9 @@ class Worker:
         tol = self.job["tolerance"]
         res: dict = {"output": name, "numel": out.numel()}
         if tuple(ref.shape) != tuple(out.shape):
-            res.update(passed=False, error=f"reference shape {tuple(ref.shape)} != output shape {tuple(out.shape)}")
+            res.update(
+                passed=False, error=f"reference shape {tuple(ref.shape)} != output shape {tuple(out.shape)}"
+            )
             return res
         if out.is_floating_point():
             poisoned = torch.isnan(out)
@@ -204,15 +210,32 @@ class Worker:
             path = os.path.join(save_dir, f"in_{t['name']}.bin")
             with open(path, "wb") as f:
                 f.write(x.view(torch.uint8).cpu().numpy().tobytes())
-            tensors.append({"file": path, "dtype": t["dtype"], "shape": list(x.shape), "strides": list(x.stride()),
-                            "output": False})
+            tensors.append(
+                {
+                    "file": path,
+                    "dtype": t["dtype"],
+                    "shape": list(x.shape),
+                    "strides": list(x.stride()),
+                    "output": False,
+                }
+            )
         for t in self.job["outputs"]:
             x = outputs[t["name"]]
-            tensors.append({"file": "", "dtype": t["dtype"], "shape": list(x.shape), "strides": list(x.stride()),
-                            "output": True})
-        launch = {"library": self.job["library"], "tensors": tensors,
-                  "scalars": [self.scalars[s["name"]] for s in self.job["scalars"]],
-                  "workspace_bytes": int(self.job.get("workspace_bytes", 0))}
+            tensors.append(
+                {
+                    "file": "",
+                    "dtype": t["dtype"],
+                    "shape": list(x.shape),
+                    "strides": list(x.stride()),
+                    "output": True,
+                }
+            )
+        launch = {
+            "library": self.job["library"],
+            "tensors": tensors,
+            "scalars": [self.scalars[s["name"]] for s in self.job["scalars"]],
+            "workspace_bytes": int(self.job.get("workspace_bytes", 0)),
+        }
         with open(os.path.join(save_dir, "launch.json"), "w") as f:
             json.dump(launch, f)
 
@@ -237,6 +260,7 @@ class Worker:
             self.run_candidate(call)
 
         def base() -> None:
+            assert self.baseline is not None
             self.baseline(inputs, dict(self.scalars))
 
         res: dict = {"dims": dims, "reps": int(t["reps"])}
@@ -334,8 +358,14 @@ def main() -> int:
             reply({"ok": False, "kind": "cuda", "error": str(e).strip().splitlines()[0][:500]})
             return 3  # the context is unusable after a sticky error
         except Exception as e:  # noqa: BLE001
-            reply({"ok": False, "kind": "harness", "error": f"{type(e).__name__}: {e}",
-                   "traceback": traceback.format_exc()[-2000:]})
+            reply(
+                {
+                    "ok": False,
+                    "kind": "harness",
+                    "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc()[-2000:],
+                }
+            )
     sys.stdout.flush()
     os._exit(0)
 
