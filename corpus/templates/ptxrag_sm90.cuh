@@ -22,7 +22,8 @@
 //                             swizzle modes, wgmma.mma_async m64nNk16 (bf16, f16) and m64nNk32 (e4m3) with f32
 //                             accumulators for N = 8, 16, 32, 64, 96, 128, 192, 256
 //   ptxrag_sm90/warp.cuh      ldmatrix, stmatrix, elect.sync, redux.sync
-//   ptxrag_sm90/cluster.cuh   cluster rank/size, mapa, ld/st.shared::cluster, barrier.cluster, remote arrive
+//   ptxrag_sm90/cluster.cuh   cluster rank/size, mapa, ld/st.shared::cluster, st.async, barrier.cluster,
+//                             remote mbarrier arrive
 //   ptxrag_sm90/control.cuh   setmaxnreg.inc/dec, griddepcontrol.wait/launch_dependents
 //
 // The rules behind these wrappers (what hangs, what gives wrong results) are in the contract documents of the

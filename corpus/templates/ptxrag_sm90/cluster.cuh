@@ -1,5 +1,5 @@
 // ptxrag_sm90/cluster.cuh: thread-block clusters and distributed shared memory (PTX ISA 2.2.2, 9.7.13.3,
-// 9.7.9.23, special registers 10.12-10.17).
+// 9.7.9.23, 9.7.9.12, special registers 10.12-10.17).
 //
 // Launch with a cluster shape (__cluster_dims__(x,y,z) on the kernel, or cudaLaunchKernelEx with
 // cudaLaunchAttributeClusterDimension); the grid must be a multiple of the cluster shape. A CTA may touch another
@@ -70,6 +70,21 @@ __device__ __forceinline__ void st_shared_cluster_u32(uint32_t cluster_addr, uin
 }
 __device__ __forceinline__ void st_shared_cluster_f32(uint32_t cluster_addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+}
+
+// st.async.shared::cluster.mbarrier::complete_tx::bytes (9.7.9.12): store one value into a peer CTA's shared
+// memory (`cluster_addr` from mapa_shared) and signal complete_tx(4 bytes) on the peer's mbarrier `remote_bar`
+// (also a mapa address). The peer arms that barrier with expect_tx for all the bytes it will receive and waits
+// on it; the store itself is weak, ordered for the receiver by that barrier.
+__device__ __forceinline__ void st_async_f32(uint32_t cluster_addr, float v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(cluster_addr),
+               "f"(v), "r"(remote_bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_u32(uint32_t cluster_addr, uint32_t v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];" ::"r"(cluster_addr),
+               "r"(v), "r"(remote_bar)
+               : "memory");
 }
 
 // barrier.cluster.arrive.release / barrier.cluster.wait.acquire (9.7.13.3). Every non-exited thread of the

@@ -1,0 +1,6 @@
+def reference(inputs, scalars):
+    return {"y": inputs["x"] * scalars["alpha"]}
+
+
+def baseline(inputs, scalars):
+    return {"y": inputs["x"] * scalars["alpha"]}
