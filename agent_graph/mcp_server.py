@@ -85,6 +85,7 @@ class PtxragTools:
 def build_server(tools: PtxragTools | None = None) -> Any:
     """The MCP server (``mcp.server.MCPServer``) exposing the four tools."""
     from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     impl = tools or PtxragTools()
     server = MCPServer(
@@ -97,13 +98,16 @@ def build_server(tools: PtxragTools | None = None) -> Any:
     )
 
     async def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - the client gets the message (a missing index says what to run)
+            raise ToolError(f"{type(e).__name__}: {e}") from e
 
     @server.tool(description="Search the PTX ISA manual and the knowledge pack; returns ranked sections.")
     async def search_ptx_docs(
         query: str, k: int = 5, version: str | None = None, sources: list[str] | None = None
-    ) -> list[dict[str, Any]]:
-        return await _call(impl.search_ptx_docs, query, k=k, version=version, sources=sources)
+    ) -> dict[str, Any]:
+        return {"hits": await _call(impl.search_ptx_docs, query, k=k, version=version, sources=sources)}
 
     @server.tool(description="Read one section by number (e.g. 9.7.13.15.16) from a manual version.")
     async def read_section(
@@ -112,8 +116,8 @@ def build_server(tools: PtxragTools | None = None) -> Any:
         return await _call(impl.read_section, number, version=version, source=source)
 
     @server.tool(description="List the benchmark tasks: id, title, level, arch, required PTX, statement.")
-    async def list_tasks() -> list[dict[str, Any]]:
-        return await _call(impl.list_tasks)
+    async def list_tasks() -> dict[str, Any]:
+        return {"tasks": await _call(impl.list_tasks)}
 
     @server.tool(
         description=(

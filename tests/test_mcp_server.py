@@ -1,0 +1,88 @@
+"""The MCP server through a real MCP client session over stdio (``python -m ptxrag mcp``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ptxrag.tasks import load_task
+
+DEMO = Path(__file__).resolve().parents[1] / "agent_graph" / "demo" / "warp-reduce-redux.toml"
+
+
+def _session(home: Path):
+    from mcp import StdioServerParameters
+    from mcp.client import Client
+
+    env = {"PTXRAG_HOME": str(home), "PTXRAG_NO_GPU": "1", "HF_HUB_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env["PATH"] = os.environ.get("PATH", "")
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "ptxrag", "mcp"], env=env))
+
+
+def _payload(result) -> dict:
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+def test_mcp_tools_answer_through_a_real_client(tmp_path):
+    import tomllib
+
+    bad_kernel = tomllib.loads(DEMO.read_text())["reply"][0]["text"]
+    bad_kernel = bad_kernel[bad_kernel.index("```cuda") + 7 : bad_kernel.rindex("```")]
+    good_kernel = load_task("warp-reduce-redux").solution_source()
+
+    async def main() -> dict:
+        out: dict = {}
+        async with _session(tmp_path / "home") as c:
+            out["tools"] = sorted(t.name for t in (await c.list_tools()).tools)
+            out["tasks"] = _payload(await c.call_tool("list_tasks", {}))
+            out["bad"] = _payload(
+                await c.call_tool("evaluate_kernel", {"task_id": "warp-reduce-redux", "source": bad_kernel})
+            )
+            out["good"] = _payload(
+                await c.call_tool("evaluate_kernel", {"task_id": "warp-reduce-redux", "source": good_kernel})
+            )
+            out["unknown"] = await c.call_tool("evaluate_kernel", {"task_id": "nope", "source": good_kernel})
+            out["search"] = await c.call_tool("search_ptx_docs", {"query": "redux.sync"})
+            out["section"] = await c.call_tool("read_section", {"number": "9.7.13.12"})
+        return out
+
+    out = anyio.run(main)
+    assert out["tools"] == ["evaluate_kernel", "list_tasks", "read_section", "search_ptx_docs"]
+    ids = {t["id"] for t in out["tasks"]["tasks"]}
+    assert {"warp-reduce-redux", "bulk-copy-scale"} <= ids
+    assert out["bad"]["success"] is False and out["bad"]["first_failure"] == "compile"
+    assert "Unknown modifier" in out["bad"]["feedback"]
+    good = out["good"]["report"]
+    assert good["compile"]["status"] == "passed" and good["static"]["status"] == "passed"
+    assert good["execution"]["status"] == "skipped" and "no GPU" in good["execution"]["message"]
+    assert out["unknown"].is_error and "unknown task" in out["unknown"].content[0].text
+    # no index in this PTXRAG_HOME: the tools say how to build one instead of failing silently
+    for r in (out["search"], out["section"]):
+        assert r.is_error and "ptxrag index" in r.content[0].text
+
+
+@pytest.mark.slow
+def test_mcp_search_with_a_real_knowledge_pack_index(tmp_path):
+    from ptxrag.indexer import build_index
+
+    home = tmp_path / "home"
+    build_index(home)  # the bundled knowledge pack only (no manual added here)
+
+    async def main():
+        async with _session(home) as c:
+            return _payload(
+                await c.call_tool(
+                    "search_ptx_docs", {"query": "redux.sync", "k": 3, "sources": ["templates", "contracts"]}
+                )
+            )
+
+    hits = anyio.run(main)["hits"]
+    assert hits and all(h["source"] in ("templates", "contracts") for h in hits)
+    assert any("redux" in (h["text"] or "") for h in hits)
