@@ -94,9 +94,13 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1)
   if (threadIdx.x == 0) {
     mbarrier_arrive_cluster(mapa_shared(b, rank ^ 1));
     bulk_copy_to_cluster(mapa_shared(t, rank ^ 1), t, 256, mapa_shared(b, rank ^ 1));
+    st_async_f32(remote, other, mapa_shared(b, rank ^ 1));
+    st_async_u32(remote, other_u, mapa_shared(b, rank ^ 1));
   }
   fence_proxy_async_shared_cta();
   cluster_sync();
+  cluster_arrive();
+  cluster_wait();
   if (threadIdx.x == 0) {
     tma_store_1d(&m1, 0, t);
     tma_store_2d(&m2, 0, 0, t);
@@ -115,7 +119,7 @@ __device__ void run_wgmma(const void* a, const void* b, float* out) {
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) d[i] = 0.f;
   const uint64_t da = make_smem_desc_kmajor(smem_u32(a), SmemSwizzle::B128);
-  const uint64_t db = make_smem_desc(smem_u32(b), 16, 1024, SmemSwizzle::B64);
+  const uint64_t db = make_smem_desc(smem_u32(b), 16, 8 * smem_swizzle_bytes(SmemSwizzle::B64), SmemSwizzle::B64);
   wgmma_fence();
   wgmma_bf16<N>(d, da, db, 0);
   wgmma_bf16<N, 0, 1>(d, smem_desc_advance(da, 32), db, 1);
@@ -124,6 +128,7 @@ __device__ void run_wgmma(const void* a, const void* b, float* out) {
   wgmma_commit_group();
   wgmma_wait_group<0>();
   wgmma_fence_operands(d);
+  wgmma_fence_operand(d[0]);
   const int t = threadIdx.x % 128;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) out[wgmma_acc_row(t, i) * N + wgmma_acc_col(t, i)] = d[i];
@@ -187,5 +192,6 @@ extern "C" int all_host(const ptxrag_args* a, CUtensorMap* m) {
   const uint32_t box[3] = {64, 8, 1};
   rc |= make_tensor_map(m, x.data, PTXRAG_F32, 3, dims, strides, box);
   CUtensorMapDataType t;
+  rc |= tensor_map_encoder() == nullptr ? PTXRAG_ERR_DRIVER_ENTRY : 0;
   return rc | (tensor_map_dtype(PTXRAG_BF16, &t) ? 0 : 1) | (int)swizzle_span_bytes(CU_TENSOR_MAP_SWIZZLE_64B);
 }
