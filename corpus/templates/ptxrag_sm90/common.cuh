@@ -19,7 +19,8 @@ __device__ __forceinline__ uint32_t lane_id() {
   return r;
 }
 
-// Warp index within the CTA, computed from threadIdx (uniform across the warp, unlike %warpid).
+// Warp index within the CTA, computed from threadIdx (uniform across the warp, unlike %warpid). Call it from
+// converged, full warps (the block size a multiple of 32): it broadcasts lane 0's value with a full-mask shuffle.
 __device__ __forceinline__ uint32_t warp_idx() {
   const uint32_t t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   return __shfl_sync(0xffffffffu, t / 32u, 0);

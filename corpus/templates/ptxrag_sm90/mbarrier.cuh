@@ -15,8 +15,9 @@
 namespace ptxrag {
 
 // mbarrier.init (9.7.13.15.9): set the expected arrival count (1 .. 2^20 - 1) of the barrier at shared address
-// `bar`; the current phase becomes 0 and the tx-count 0. Call from ONE thread, then make the init visible
-// (fence_mbarrier_init() for cluster/async-proxy users, and __syncthreads()) before anyone else uses it.
+// `bar`; the current phase becomes 0 and the tx-count 0. Call from ONE thread, then make the init visible before
+// anyone else uses it: __syncthreads() for this CTA; fence_mbarrier_init() plus a cluster barrier when other CTAs
+// of the cluster signal it (remote arrives, multicast copies).
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrive_count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrive_count) : "memory");
 }
