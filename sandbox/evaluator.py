@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,13 +64,30 @@ class SandboxConfig:
     run_timing: bool = True
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
+    cuda_device: str | None = None  # CUDA_VISIBLE_DEVICES for the GPU children (a service pins one GPU per job)
+    #: held around the GPU stages (correct timings and ncu need the GPU alone); the service passes a per-GPU lock
+    gpu_lock: Callable[[], AbstractContextManager[Any]] | None = None
 
 
 class Sandbox:
-    """Evaluates candidate kernels. Local by default; see ptxrag.sandbox.service for the HTTP client."""
+    """Evaluates candidate kernels: locally, or through the sandbox service with ``Sandbox(url=...)``."""
 
-    def __init__(self, config: SandboxConfig | None = None, *, gpu: GpuInfo | None | bool = True) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        gpu: GpuInfo | None | bool = True,
+        url: str | None = None,
+        token: str | None = None,
+    ) -> None:
         self.config = config or SandboxConfig()
+        self._client = None
+        if url is not None:
+            from .service.client import ServiceClient
+
+            self._client = ServiceClient(url, token=token)
+            self._gpu = None
+            return
         # gpu=True: detect; gpu=None/False: behave as if there were none; GpuInfo: trust the caller
         self._gpu = detect_gpu() if gpu is True else (gpu or None)
 
@@ -77,7 +96,13 @@ class Sandbox:
         return self._gpu
 
     # -- the pipeline ---------------------------------------------------------------------------------
-    def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport:
+    def evaluate(
+        self, task: TaskSpec, source: str, on_stage: Callable[[str], None] | None = None
+    ) -> EvaluationReport:
+        """Run the stages; ``on_stage(name)`` is called as each stage starts (progress for UIs and services)."""
+        if self._client is not None:
+            return self._client.evaluate(task, source, run_timing=self.config.run_timing)
+        stage = on_stage or (lambda _s: None)
         t0 = time.monotonic()
         sha = hashlib.sha256(source.encode()).hexdigest()
         stat: StaticResult = skipped("static", "compile did not pass")  # type: ignore[assignment]
@@ -94,6 +119,7 @@ class Sandbox:
                     status="failed", message="forbidden: " + "; ".join(banned), forbidden_hits=banned
                 )
             else:
+                stage("compile")
                 comp = compile_candidate(
                     source,
                     task.gencode,
@@ -104,6 +130,7 @@ class Sandbox:
             exe: ExecutionResult = skipped("execution", "an earlier stage did not pass")  # type: ignore[assignment]
             tim: TimingResult = skipped("timing", "an earlier stage did not pass")  # type: ignore[assignment]
             if comp.ok and comp.library_path:
+                stage("static")
                 stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
             if comp.ok and stat.ok and comp.library_path:
                 gpu_why = self._gpu_unavailable(task)
@@ -112,7 +139,8 @@ class Sandbox:
                     exe = skipped("execution", gpu_why)  # type: ignore[assignment]
                     tim = skipped("timing", gpu_why)  # type: ignore[assignment]
                 else:
-                    corr, exe, tim = self._gpu_stages(task, Path(comp.library_path), early)
+                    with (self.config.gpu_lock or nullcontext)():
+                        corr, exe, tim = self._gpu_stages(task, Path(comp.library_path), early, stage)
         finally:
             if early is not None:
                 early.close()
@@ -150,9 +178,14 @@ class Sandbox:
 
     # -- GPU stages -------------------------------------------------------------------------------------
     def _gpu_stages(
-        self, task: TaskSpec, library: Path, worker: _Worker | None = None
+        self,
+        task: TaskSpec,
+        library: Path,
+        worker: _Worker | None = None,
+        stage: Callable[[str], None] = lambda _s: None,
     ) -> tuple[CorrectnessResult, ExecutionResult, TimingResult]:
         w = worker or _Worker(self.config)
+        stage("correctness")
         work = w.work
         try:
             lib = work / "candidate.so"
@@ -169,11 +202,13 @@ class Sandbox:
                             "timing", "correctness did not pass"
                         ),
                     )
+                stage("execution")
                 exe = self._execution(task, work)
                 if not exe.ok:
                     return corr, exe, skipped("timing", "execution check did not pass")  # type: ignore[return-value]
                 if not self.config.run_timing:
                     return corr, exe, skipped("timing", "timing disabled")  # type: ignore[return-value]
+                stage("timing")
                 tim = w.timing(task)
             return corr, exe, tim
         finally:
@@ -198,7 +233,7 @@ class Sandbox:
         rc, tracked = run_contained(
             cmd,
             cwd=work,
-            env=clean_env(work),
+            env=_child_env(self.config, work),
             limits=self.config.limits,
             timeout_s=self.config.stage_limits.execution_s,
             stdout_path=work / "ncu.log",
@@ -249,6 +284,13 @@ class Sandbox:
         )
 
 
+def _child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
+    env = clean_env(work)
+    if config.cuda_device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = config.cuda_device
+    return env
+
+
 def _job(task: TaskSpec, lib: Path) -> dict[str, Any]:
     """The GPU worker's job: plain JSON, so the worker needs nothing but torch."""
     return {
@@ -288,7 +330,7 @@ class _Worker:
         self.c = Contained(
             [config.runner_python, str(GPU_DIR / "runner.py"), str(cmd_r), str(res_w)],
             cwd=work,
-            env=clean_env(work),
+            env=_child_env(config, work),
             limits=config.limits,
             stdout_path=self.log,
             pass_fds=(cmd_r, res_w),

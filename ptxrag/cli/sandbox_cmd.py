@@ -56,9 +56,11 @@ def check(
     no_timing: Annotated[bool, typer.Option("--no-timing", help="skip the timing stage")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="recompile even when cached")] = False,
     artifacts: Annotated[Path | None, typer.Option(help="folder for the ncu CSV and logs")] = None,
+    sandbox: Annotated[str, typer.Option(help="'local' or the URL of a sandbox service")] = "local",
 ) -> None:
     """Evaluate KERNEL for TASK. Exit 0 when no stage failed, 1 when one did, 2 on a harness error."""
     from ptxrag.sandbox import Sandbox, SandboxConfig, ToolchainError
+    from ptxrag.sandbox.service import ServiceError
     from ptxrag.tasks import TaskError, load_task
 
     try:
@@ -73,8 +75,9 @@ def check(
     cfg = SandboxConfig(run_timing=not no_timing, use_compile_cache=not no_cache, artifacts_dir=artifacts)
     try:
         with console.status(f"evaluating {path.name} for {spec.id} ..."):
-            rep = Sandbox(cfg).evaluate(spec, source)
-    except ToolchainError as e:
+            sb = Sandbox(cfg) if sandbox == "local" else Sandbox(cfg, url=sandbox)
+            rep = sb.evaluate(spec, source)
+    except (ToolchainError, ServiceError) as e:
         fail(str(e))
     if json_out:
         print(rep.model_dump_json(indent=2))
@@ -84,6 +87,50 @@ def check(
         raise typer.Exit(2)
     if rep.first_failure is not None:
         raise typer.Exit(1)
+
+
+@sandbox_app.command("serve")
+def serve(
+    host: Annotated[
+        str, typer.Option(help="address to bind; anything but loopback needs a token")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8765,
+    gpus: Annotated[
+        str | None, typer.Option(help="comma-separated CUDA device ids, one job's GPU stages at a time each")
+    ] = None,
+    token_file: Annotated[
+        Path | None, typer.Option(help="file holding the bearer token (else $PTXRAG_SERVICE_TOKEN)")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="concurrent jobs (compiles run in parallel)")] = None,
+    max_queue: Annotated[int, typer.Option(help="waiting jobs beyond which submissions get 429")] = 64,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="job database and artifacts (default $PTXRAG_HOME/service)")
+    ] = None,
+    stage_timeout: Annotated[float | None, typer.Option(help="seconds per GPU stage")] = None,
+) -> None:
+    """Serve the evaluator over HTTP: submit, poll or stream, fetch reports and artifacts."""
+    from ptxrag.sandbox.service import ServiceConfig, ServiceConfigError
+    from ptxrag.sandbox.service.server import serve as run_server
+
+    try:
+        cfg = ServiceConfig(
+            host=host,
+            port=port,
+            token=ServiceConfig.read_token(token_file=token_file),
+            gpus=[g.strip() for g in gpus.split(",") if g.strip()] if gpus else [],
+            max_queue=max_queue,
+            state_dir=state_dir,
+            stage_timeout_s=stage_timeout,
+        )
+        if workers is not None:
+            cfg.workers = workers
+        cfg.check()
+    except ServiceConfigError as e:
+        fail(str(e))
+    console.print(
+        f"ptxrag sandbox service on http://{host}:{port} (token {'required' if cfg.token else 'off: loopback only'})"
+    )
+    run_server(cfg)
 
 
 def register(app: typer.Typer) -> None:

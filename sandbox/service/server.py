@@ -1,0 +1,267 @@
+"""The sandbox service: FastAPI app, job scheduler and GPU slots."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+
+from ptxrag.paths import home
+from ptxrag.tasks import TaskError, load_task
+
+from ..evaluator import Sandbox, SandboxConfig, StageLimits
+from ..toolchain import detect_gpu
+from .config import ServiceConfig
+from .store import JobStore, QueueFull
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class SubmitRequest(BaseModel):
+    task_id: str = Field(max_length=200)
+    source: str
+    run_timing: bool = True
+
+
+class GpuSlot:
+    """One GPU: jobs take turns on it for their GPU stages."""
+
+    def __init__(self, device: str | None) -> None:
+        self.device = device
+        self.lock = threading.Lock()
+        self.busy_s = 0.0
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        with self.lock:
+            t0 = time.monotonic()
+            try:
+                yield
+            finally:
+                self.busy_s += time.monotonic() - t0
+
+
+class Scheduler:
+    """Runs jobs on a thread pool (compiles in parallel); GPU stages serialised per GPU slot."""
+
+    def __init__(self, cfg: ServiceConfig, store: JobStore, artifacts: Path) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.artifacts = artifacts
+        devices: list[str | None] = list(cfg.gpus) or [None]
+        self.slots = [GpuSlot(d) for d in devices]
+        self._next = 0
+        self._pick = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="ptxrag-job")
+        self.started = time.time()
+
+    def _slot(self) -> GpuSlot:
+        with self._pick:
+            free = [s for s in self.slots if not s.lock.locked()]
+            if free:
+                return free[0]
+            s = self.slots[self._next % len(self.slots)]
+            self._next += 1
+            return s
+
+    def enqueue(self, job_id: str) -> None:
+        self.pool.submit(self._run, job_id)
+
+    def _run(self, job_id: str) -> None:
+        job = self.store.get(job_id)
+        source = self.store.source(job_id)
+        if job is None or source is None or job.status != "queued":
+            return
+        self.store.start(job_id)
+        try:
+            task = load_task(job.task_id)
+            slot = self._slot()
+            out = self.artifacts / job_id
+            out.mkdir(parents=True, exist_ok=True)
+            limits = StageLimits()
+            if self.cfg.stage_timeout_s:
+                t = self.cfg.stage_timeout_s
+                limits = StageLimits(correctness_s=t, execution_s=max(t, 120.0), timing_s=max(t, 120.0))
+            sb = Sandbox(
+                SandboxConfig(
+                    run_timing=bool(job.options.get("run_timing", True)),
+                    artifacts_dir=out,
+                    cuda_device=slot.device,
+                    gpu_lock=slot.hold,
+                    stage_limits=limits,
+                )
+            )
+            rep = sb.evaluate(task, source, on_stage=lambda s: self.store.set_stage(job_id, s))
+            (out / "compile.log").write_text(rep.compile.log)
+            (out / "sass.txt").write_text(rep.static.sass_excerpt)
+            (out / "report.json").write_text(rep.model_dump_json(indent=2))
+            self.store.finish(job_id, rep.model_dump(mode="json"))
+        except Exception as e:  # noqa: BLE001 - a harness failure ends this job, never the service
+            self.store.finish(job_id, None, f"{type(e).__name__}: {e}")
+
+    def metrics(self) -> dict[str, Any]:
+        counts = self.store.counts()
+        return {
+            "queue_depth": counts.get("queued", 0),
+            "running": counts.get("running", 0),
+            "jobs_by_status": counts,
+            "jobs_by_stage": self.store.stages(),
+            "gpus": [
+                {"device": s.device, "busy_s": round(s.busy_s, 3), "busy_now": s.lock.locked()}
+                for s in self.slots
+            ],
+            "workers": self.cfg.workers,
+            "max_queue": self.cfg.max_queue,
+            "uptime_s": round(time.time() - self.started, 1),
+        }
+
+
+def job_key(task_id: str, source: str, options: dict[str, Any]) -> str:
+    h = hashlib.sha256()
+    for part in (task_id, source, json.dumps(options, sort_keys=True)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def create_app(cfg: ServiceConfig) -> FastAPI:
+    cfg.check()
+    state = cfg.state_dir or (home() / "service")
+    store = JobStore(state / "jobs.sqlite")
+    sched = Scheduler(cfg, store, state / "artifacts")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):  # noqa: ANN202
+        for jid in store.requeue_interrupted():
+            sched.enqueue(jid)
+        yield
+        sched.pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="ptxrag sandbox service", version="1", lifespan=lifespan)
+    app.state.scheduler = sched
+    app.state.store = store
+
+    @app.middleware("http")
+    async def limit_size(request: Request, call_next):  # noqa: ANN001, ANN202
+        length = request.headers.get("content-length")
+        if length is not None and int(length) > cfg.max_request_bytes:
+            return JSONResponse(
+                {"detail": f"request larger than {cfg.max_request_bytes} bytes"}, status_code=413
+            )
+        return await call_next(request)
+
+    def auth(request: Request) -> None:
+        if not cfg.token:
+            return
+        got = request.headers.get("authorization", "")
+        if not hmac.compare_digest(got.encode(), f"Bearer {cfg.token}".encode()):
+            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        gpu = detect_gpu()
+        return {"ok": True, "gpu": gpu.label if gpu else None}
+
+    @app.get("/metrics", dependencies=[Depends(auth)])
+    def metrics() -> dict[str, Any]:
+        return sched.metrics()
+
+    @app.post("/v1/jobs", dependencies=[Depends(auth)])
+    def submit(req: SubmitRequest) -> JSONResponse:
+        if len(req.source.encode()) > cfg.max_source_bytes:
+            raise HTTPException(413, f"source larger than {cfg.max_source_bytes} bytes")
+        try:
+            load_task(req.task_id)
+        except TaskError as e:
+            raise HTTPException(404, str(e)) from None
+        options = {"run_timing": req.run_timing}
+        try:
+            job, created = store.submit(job_key(req.task_id, req.source, options), req.task_id, req.source,
+                                        options, cfg.max_queue)  # fmt: skip
+        except QueueFull as e:
+            retry = max(5, 10 * e.depth // max(1, cfg.workers))
+            return JSONResponse({"detail": f"busy: {e}; retry after {retry} s"}, status_code=429,
+                                headers={"Retry-After": str(retry)})  # fmt: skip
+        if created:
+            sched.enqueue(job.id)
+        return JSONResponse({**job.public(), "created": created}, status_code=202 if created else 200)
+
+    def _job(job_id: str):  # noqa: ANN202
+        job = store.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job
+
+    @app.get("/v1/jobs/{job_id}", dependencies=[Depends(auth)])
+    def status(job_id: str) -> dict[str, Any]:
+        return _job(job_id).public()
+
+    @app.get("/v1/jobs/{job_id}/report", dependencies=[Depends(auth)])
+    def report(job_id: str) -> JSONResponse:
+        job = _job(job_id)
+        if job.status == "error":
+            return JSONResponse(
+                {"detail": f"the harness failed: {job.error}", **job.public()}, status_code=500
+            )
+        if job.report is None:
+            return JSONResponse({"detail": "not finished", **job.public()}, status_code=409)
+        return JSONResponse(job.report)
+
+    @app.get("/v1/jobs/{job_id}/events", dependencies=[Depends(auth)])
+    async def events(job_id: str) -> StreamingResponse:
+        _job(job_id)
+
+        async def gen():  # noqa: ANN202
+            last = None
+            deadline = time.monotonic() + 3600
+            while time.monotonic() < deadline:
+                job = store.get(job_id)
+                assert job is not None
+                now = (job.status, job.stage)
+                if now != last:
+                    last = now
+                    yield json.dumps(job.public()) + "\n"
+                if job.status in ("done", "error"):
+                    return
+                await asyncio.sleep(0.2)
+
+        return StreamingResponse(gen(), media_type="application/x-ndjson")
+
+    @app.get("/v1/jobs/{job_id}/artifacts", dependencies=[Depends(auth)])
+    def artifacts(job_id: str) -> list[str]:
+        _job(job_id)
+        d = sched.artifacts / job_id
+        return sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
+
+    @app.get("/v1/jobs/{job_id}/artifacts/{name}", dependencies=[Depends(auth)])
+    def artifact(job_id: str, name: str) -> FileResponse:
+        _job(job_id)
+        p = sched.artifacts / job_id / name
+        if not _NAME_RE.match(name) or not p.is_file():
+            raise HTTPException(404, f"no artifact {name!r}")
+        return FileResponse(p)
+
+    return app
+
+
+def serve(cfg: ServiceConfig) -> None:
+    import uvicorn
+
+    app = create_app(cfg)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", limit_concurrency=256)
+
+
+__all__ = ["create_app", "job_key", "serve"]
