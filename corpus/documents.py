@@ -256,7 +256,8 @@ def iter_documents(sources: Iterable[str] | None = None) -> Iterator[KnowledgeDo
 
         for name in list_hardware():
             card = hardware_card(name)
-            yield KnowledgeDoc("hardware", f"hw-{name}", card.title, render_card(card), (), card.path, ())
+            path = card.path or package_dir() / "hardware" / f"{name}.toml"
+            yield KnowledgeDoc("hardware", f"hw-{name}", card.title, render_card(card), (), path, ())
 
 
 def contracts(instructions: Iterable[str] | None = None) -> list[KnowledgeDoc]:
