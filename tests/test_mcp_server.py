@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import anyio
-import pytest
 
 from ptxrag.tasks import load_task
 
@@ -68,21 +67,27 @@ def test_mcp_tools_answer_through_a_real_client(tmp_path):
         assert r.is_error and "ptxrag index" in r.content[0].text
 
 
-@pytest.mark.slow
-def test_mcp_search_with_a_real_knowledge_pack_index(tmp_path):
+def test_mcp_search_and_read_with_a_real_index(tmp_path):
+    import ptxrag.corpus as corpus
     from ptxrag.indexer import build_index
 
     home = tmp_path / "home"
-    build_index(home)  # the bundled knowledge pack only (no manual added here)
+    # a small real index (the hardware cards of the knowledge pack) keeps this test to seconds
+    build_index(home, knowledge_documents=list(corpus.iter_documents(sources=["hardware"])))
 
     async def main():
         async with _session(home) as c:
-            return _payload(
+            found = _payload(await c.call_tool("search_ptx_docs", {"query": "H200 HBM bandwidth", "k": 2}))
+            first = found["hits"][0]
+            again = _payload(
                 await c.call_tool(
-                    "search_ptx_docs", {"query": "redux.sync", "k": 3, "sources": ["templates", "contracts"]}
+                    "read_section", {"number": first["section_number"], "source": first["source"]}
                 )
             )
+            return found, again
 
-    hits = anyio.run(main)["hits"]
-    assert hits and all(h["source"] in ("templates", "contracts") for h in hits)
-    assert any("redux" in (h["text"] or "") for h in hits)
+    found, again = anyio.run(main)
+    hits = found["hits"]
+    assert hits and all(h["source"] == "hardware" for h in hits)
+    assert "h200" in (hits[0]["section_number"] + hits[0]["title"]).lower()
+    assert again["section_number"] == hits[0]["section_number"] and again["text"]
