@@ -1,0 +1,165 @@
+"""The bundled task suite: every spec loads, the suite covers the instruction families of issue 3, and each
+task's PyTorch reference agrees with its library baseline (run on the CPU, small shapes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from ptxrag.cli import app
+from ptxrag.tasks import TaskSpec, list_tasks, load_task
+from ptxrag.tasks.loader import builtin_suite_dir
+
+SUITE_IDS = sorted(p.name for p in builtin_suite_dir().iterdir() if (p / "task.toml").is_file())
+
+#: instruction families the first suite must cover (issue 3), each as PTX names in the opcode table
+FAMILIES: dict[str, list[str]] = {
+    "TMA tensor load": ["cp.async.bulk.tensor.shared::cluster.global"],
+    "TMA tensor store with proxy fence and bulk groups": [
+        "cp.async.bulk.tensor.global.shared::cta",
+        "fence.proxy.async",
+        "cp.async.bulk.commit_group",
+    ],
+    "1-D bulk copy": ["cp.async.bulk.shared::cluster.global"],
+    "bulk reduction": ["cp.reduce.async.bulk.global.shared::cta"],
+    "mbarrier pipeline": ["mbarrier.init", "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity"],
+    "wgmma": ["wgmma.mma_async"],
+    "setmaxnreg": ["setmaxnreg.inc", "setmaxnreg.dec"],
+    "stmatrix / ldmatrix": ["stmatrix", "ldmatrix"],
+    "warp redux / elect": ["redux.sync", "elect.sync"],
+    "cluster barrier + DSMEM": ["barrier.cluster.arrive", "barrier.cluster.wait", "st.async"],
+    "TMA multicast": ["cp.async.bulk.tensor.shared::cluster.global.multicast::cluster"],
+    "programmatic dependent launch": ["griddepcontrol.wait", "griddepcontrol.launch_dependents"],
+    "sm_80 control": ["cp.async", "mma.sync"],
+}
+
+
+def test_suite_size_levels_and_ids() -> None:
+    tasks = list_tasks()
+    ids = [t.id for t in tasks]
+    assert sorted(ids) == SUITE_IDS, "list_tasks must return exactly the bundled folders"
+    assert len(tasks) >= 12
+    assert {t.level for t in tasks} == {1, 2, 3}
+    assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_is_required_by_some_task(family: str) -> None:
+    required = {p for t in list_tasks() for p in t.required_ptx}
+    missing = [p for p in FAMILIES[family] if p not in required]
+    assert not missing, f"{family}: no task requires {missing}"
+
+
+def test_control_kinds_cover_every_failure_stage() -> None:
+    stages = {c.must_fail_at for t in list_tasks() for c in t.controls}
+    assert {"compile", "static", "correctness", "execution"} <= stages
+    for t in list_tasks():
+        assert t.controls, f"{t.id} has no negative control"
+
+
+@pytest.mark.parametrize("task_id", SUITE_IDS)
+def test_spec_is_complete(task_id: str) -> None:
+    t = load_task(task_id)
+    assert t.root is not None and t.root.name == task_id
+    assert len(t.statement.strip()) > 200, (
+        "the statement is what a model sees: say what to build and with what"
+    )
+    assert t.baseline.strip()
+    assert t.solution_source().lstrip().startswith("//"), (
+        "a reference solution opens with a comment on its design"
+    )
+    for c in t.controls:
+        assert t.path(c.file).read_text().lstrip().startswith("// Control"), (
+            f"{c.file}: say what the control does"
+        )
+        assert c.why.strip()
+    # awkward shapes exist wherever shapes can be awkward
+    assert t.shapes.awkward, f"{task_id}: no awkward check shape"
+    timing_bytes = sum(_numel(t, x, t.shapes.timing) * x_bytes(x.dtype) for x in (*t.inputs, *t.outputs))
+    assert timing_bytes >= 64 * 2**20, f"{task_id}: the timing shape moves only {timing_bytes / 2**20:.0f} MB"
+
+
+def x_bytes(dtype: str) -> int:
+    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+
+
+def _numel(task: TaskSpec, tensor: Any, dims: dict[str, int]) -> int:
+    n = 1
+    for d in task.resolve_shape(tensor, dims):
+        n *= d
+    return n
+
+
+def _load_reference(task: TaskSpec) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    spec = importlib.util.spec_from_file_location(
+        f"ref_{task.id.replace('-', '_')}", task.path(task.reference.file)
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, task.reference.function), getattr(mod, task.reference.baseline_function)
+
+
+def _small_dims(task: TaskSpec) -> dict[str, int]:
+    """Distinct small sizes (multiples of 16), so a swapped dimension changes a shape."""
+    names = list(task.shapes.check[0])
+    sizes = [48, 32, 80, 16, 64]
+    return {n: sizes[i % len(sizes)] for i, n in enumerate(names)}
+
+
+def _make_input(dtype: str, shape: list[int], init: Any, gen: torch.Generator) -> torch.Tensor:
+    if init.kind == "randint":
+        return torch.randint(int(init.low), int(init.high), shape, generator=gen).to(getattr(torch, dtype))
+    if init.kind == "uniform":
+        x = torch.rand(shape, generator=gen) * (init.high - init.low) + init.low
+    else:
+        x = torch.randn(shape, generator=gen) * init.std + init.mean
+    return x.to(getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("task_id", SUITE_IDS)
+def test_reference_agrees_with_baseline_on_cpu(task_id: str) -> None:
+    """The float64 reference and the library op it is timed against compute the same function, within the
+    task's own tolerance (so the tolerance is reachable by a float32/bf16 implementation)."""
+    task = load_task(task_id)
+    reference, baseline = _load_reference(task)
+    dims = _small_dims(task)
+    gen = torch.Generator().manual_seed(1234)
+    inputs = {x.name: _make_input(x.dtype, task.resolve_shape(x, dims), x.init, gen) for x in task.inputs}
+    scalars = {s.name: s.value for s in task.scalars}
+    ref_in = inputs
+    if task.reference.precision == "float64":
+        ref_in = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    ref = reference(ref_in, dict(scalars))
+    base = baseline(inputs, dict(scalars))
+    for out in task.outputs:
+        shape = task.resolve_shape(out, dims)
+        assert list(ref[out.name].shape) == shape, (
+            f"reference output {out.name} has shape {list(ref[out.name].shape)}"
+        )
+        assert list(base[out.name].shape) == shape
+        r, b = ref[out.name].double(), base[out.name].double()
+        err = (b - r).abs()
+        allowed = task.tolerance.atol + task.tolerance.rtol * r.abs()
+        assert bool((err <= allowed).all()), (
+            f"{out.name}: baseline differs from reference by {float(err.max()):.3g}"
+        )
+        assert float(r.abs().max()) > 0, "a reference of zeros proves nothing"
+
+
+def test_cli_lists_and_shows_the_suite() -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["tasks", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    listed = {t["id"]: t for t in json.loads(res.output)}
+    assert sorted(listed) == SUITE_IDS
+    assert "setmaxnreg.inc" in listed["gemm-ws-setmaxnreg-bf16"]["required_ptx"]
+    res = runner.invoke(app, ["tasks", "show", "gemm-tma-multicast-bf16"])
+    assert res.exit_code == 0, res.output
+    assert "multicast::cluster" in res.output and "controls/dead_multicast.cu" in res.output
