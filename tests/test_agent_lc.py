@@ -1,0 +1,37 @@
+"""LangChain adapters: the retriever as a BaseRetriever, the sandbox as a tool."""
+
+from __future__ import annotations
+
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import BaseTool
+from test_agent_doubles import ManualRetrieverDouble, ScriptedSandbox
+
+from ptxrag.agent_graph.lc import PtxDocsRetriever, sandbox_tool
+
+
+def test_retriever_adapter_returns_documents_with_section_metadata():
+    inner = ManualRetrieverDouble()
+    r = PtxDocsRetriever(k=2, version="9.1", sources=["ptx-isa"], retriever=inner)
+    assert isinstance(r, BaseRetriever)
+    docs = r.invoke("redux.sync")
+    assert len(docs) == 1 and "redux" in docs[0].metadata["title"]
+    assert len(r.invoke("shared memory")) == 2
+    assert docs[0].metadata["source"] == "ptx-isa" and docs[0].page_content
+    assert inner.calls[0] == {
+        "query": "redux.sync",
+        "k": 2,
+        "version": "9.1",
+        "sources": ["ptx-isa"],
+        "exclude_sections": (),
+    }
+
+
+def test_sandbox_tool_reports_the_verdict_as_text():
+    sb = ScriptedSandbox(["static", "unverified", "success"])
+    tool = sandbox_tool(sb)
+    assert isinstance(tool, BaseTool) and tool.name == "evaluate_kernel"
+    assert set(tool.args) == {"task_id", "source"}
+    assert tool.invoke({"task_id": "warp-reduce-redux", "source": "A"}).startswith("FAILED at static")
+    assert tool.invoke({"task_id": "warp-reduce-redux", "source": "B"}).startswith("NOT VERIFIED")
+    assert tool.invoke({"task_id": "warp-reduce-redux", "source": "C"}).startswith("SUCCESS")
+    assert sb.seen == ["A", "B", "C"]
