@@ -91,7 +91,9 @@ __global__ void __cluster_dims__(1, CLUSTER, 1) __launch_bounds__(THREADS, 1)
   if (warp == CONSUMER_WARPS) {  // producer warp
     if (lane == 0) {
       const uint16_t both = (1u << CLUSTER) - 1;
-      const int a_row = m0 < M ? m0 : 0;  // a CTA past the last row block loads any valid A tile; its rows are not stored
+      // a box wholly past the edge of a tensor is replaced by any valid one: those rows/columns are never stored
+      const int a_row = m0 < M ? m0 : 0;
+      const int b_row = n0 + (int)rank * (BN / CLUSTER) < N ? n0 + (int)rank * (BN / CLUSTER) : 0;
       for (int kb = 0; kb < nk; ++kb) {
         const int s = kb % STAGES;
         if (kb >= STAGES) mbar_wait(smem_u32(&empty[s]), (uint32_t)((kb / STAGES - 1) & 1));
@@ -105,14 +107,14 @@ __global__ void __cluster_dims__(1, CLUSTER, 1) __launch_bounds__(THREADS, 1)
           asm volatile(
               "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
               " [%0], [%1, {%2, %3}], [%4], %5;"
-              :: "r"(a_dst + A_BYTES + rank * B_HALF_BYTES), "l"(&bmap), "r"(kb * BK), "r"(n0 + (int)rank * (BN / CLUSTER)),
+              :: "r"(a_dst + A_BYTES + rank * B_HALF_BYTES), "l"(&bmap), "r"(kb * BK), "r"(b_row),
                  "r"(bar), "h"(both)
               : "memory");
         } else {
           for (int h = 0; h < CLUSTER; ++h)
             asm volatile(
                 "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                :: "r"(a_dst + A_BYTES + h * B_HALF_BYTES), "l"(&bmap), "r"(kb * BK), "r"(n0 + h * (BN / CLUSTER)), "r"(bar)
+                :: "r"(a_dst + A_BYTES + h * B_HALF_BYTES), "l"(&bmap), "r"(kb * BK), "r"(n0 + h * (BN / CLUSTER) < N ? n0 + h * (BN / CLUSTER) : 0), "r"(bar)
                 : "memory");
         }
       }
