@@ -33,7 +33,8 @@ class _Frozen(BaseModel):
 class RetrievalSettings(_Frozen):
     enabled: bool = False
     sources: list[Source] = Field(
-        default_factory=lambda: ["ptx-isa", "contracts"], description="retriever sources to search"
+        default_factory=lambda: list[Source](["ptx-isa", "contracts"]),
+        description="retriever sources to search",
     )
     k_per_query: int = Field(6, ge=1, le=50, description="hits asked for per query")
     max_queries: int = Field(6, ge=1, le=20, description="queries per round at most")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -104,7 +104,7 @@ class ChatModel:
 
 
 def usage_of(reply: AIMessage) -> TokenUsage:
-    u = reply.usage_metadata or {}
+    u: dict[str, Any] = dict(reply.usage_metadata or {})
     details = u.get("input_token_details") or {}
     return TokenUsage(
         input_tokens=int(u.get("input_tokens", 0) or 0),

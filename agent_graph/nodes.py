@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from ptxrag.sandbox.report import EvaluationReport
@@ -211,7 +210,7 @@ def route(state: AgentState) -> dict[str, Any]:
 def after_route(state: AgentState) -> Literal["retrieve", "__end__"]:
     stop = state.get("stop_reason")
     if stop is not None:
-        return END
+        return "__end__"
     if state["round"] >= state["max_rounds"]:
         raise RuntimeError(f"router: round {state['round']} reached the limit but no stop reason was set")
     return "retrieve"
