@@ -16,6 +16,7 @@ attacker; see docs/sandbox.md for how to add one.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import signal
@@ -35,6 +36,19 @@ class Limits:
     cpu_s: int = 600  # CPU seconds per process (RLIMIT_CPU backstop)
     file_bytes: int = 4 << 30  # largest file the child may write
     open_files: int = 1024
+    #: run the child as this unprivileged uid (needs root). It cannot read files only the service user may read
+    #: (0600 token files), write outside world-writable places and its own directory, or signal the service;
+    #: RLIMIT_NPROC applies; every process of the uid is killed at the end. Use a uid nothing else uses.
+    uid: int | None = None
+    #: give the child an empty network namespace (needs root): no network, not even loopback
+    isolate_network: bool = False
+
+    @staticmethod
+    def isolated(uid: int = 64000) -> Limits:
+        """Limits with a dedicated uid and no network, when running as root; plain limits otherwise."""
+        if os.geteuid() != 0:
+            return Limits()
+        return Limits(uid=uid, isolate_network=True)
 
 
 @dataclass
@@ -125,15 +139,63 @@ def kill_tree(root_pid: int, seen: dict[int, int | None] | None = None) -> None:
         time.sleep(0.02)
 
 
+CLONE_NEWNET = 0x40000000
+
+
+def _unshare_net() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+
+
 def _preexec(limits: Limits) -> None:
-    # runs in the child between fork and exec: only async-signal-safe work
+    # runs in the child between fork and exec
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-    if os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the watchdog covers it
+    if limits.isolate_network:
+        _unshare_net()  # before dropping privileges: it needs CAP_SYS_ADMIN
+    if limits.uid is not None and os.geteuid() == 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
+        os.setgroups([])
+        os.setgid(limits.uid)
+        os.setuid(limits.uid)
+    elif os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the watchdog covers it
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
+
+
+def prepare_workdir(workdir: Path, limits: Limits) -> None:
+    """Hand the child's directory (and what is in it) to the child's uid, when it has one."""
+    if limits.uid is None or os.geteuid() != 0:
+        return
+    for root, dirs, files in os.walk(workdir):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(root, name), limits.uid, limits.uid)
+    os.chown(workdir, limits.uid, limits.uid)
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process owned by ``uid`` (the sandbox's own uid: nothing else runs as it). Returns count."""
+    if uid == 0 or uid == os.geteuid():
+        raise ValueError("refusing to kill every process of the service's own uid or root")
+    n = 0
+    for _ in range(50):
+        victims = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_uid == uid:
+                        victims.append(int(entry.name))
+        if not victims:
+            return n
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                n += 1
+        time.sleep(0.02)
+    return n
 
 
 def clean_env(workdir: Path, keep: tuple[str, ...] = ()) -> dict[str, str]:
@@ -167,6 +229,7 @@ class Contained:
     ) -> None:
         self.limits = limits
         self.tracked = Tracked()
+        prepare_workdir(cwd, limits)
         self._out = open(stdout_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             cmd,
@@ -213,6 +276,8 @@ class Contained:
         self._stop.set()
         self._watch.join(timeout=1)
         kill_tree(self.proc.pid, self.tracked.seen)
+        if self.limits.uid is not None and os.geteuid() == 0:
+            kill_uid(self.limits.uid)  # whatever escaped the session: it still runs as the sandbox's uid
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         self._out.close()

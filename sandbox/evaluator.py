@@ -58,13 +58,18 @@ class SandboxConfig:
     """One typed config for the evaluator. Environment values: PTXRAG_RUNNER_PYTHON, PTXRAG_NO_GPU."""
 
     runner_python: str = field(default_factory=lambda: os.environ.get("PTXRAG_RUNNER_PYTHON", sys.executable))
-    limits: Limits = field(default_factory=Limits)
+    #: PTXRAG_ISOLATE=1: dedicated uid + empty network namespace for candidate processes (when root)
+    limits: Limits = field(
+        default_factory=lambda: Limits.isolated() if os.environ.get("PTXRAG_ISOLATE") == "1" else Limits()
+    )
     stage_limits: StageLimits = field(default_factory=StageLimits)
     use_compile_cache: bool = True
     run_timing: bool = True
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
-    cuda_device: str | None = None  # CUDA_VISIBLE_DEVICES for the GPU children (a service pins one GPU per job)
+    cuda_device: str | None = (
+        None  # CUDA_VISIBLE_DEVICES for the GPU children (a service pins one GPU per job)
+    )
     #: held around the GPU stages (correct timings and ncu need the GPU alone); the service passes a per-GPU lock
     gpu_lock: Callable[[], AbstractContextManager[Any]] | None = None
 
@@ -190,7 +195,11 @@ class Sandbox:
         try:
             lib = work / "candidate.so"
             shutil.copy2(library, lib)
-            job = _job(task, lib)
+            ref = work / "reference.py"
+            shutil.copy2(task.path(task.reference.file), ref)
+            for p in (lib, ref):
+                p.chmod(0o644)
+            job = _job(task, lib, ref)
             (work / "job.json").write_text(json.dumps(job))
             with w:
                 corr = w.correctness(work / "job.json")
@@ -228,7 +237,7 @@ class Sandbox:
         cmd = [
             *ncu_mod.ncu_command(str(ncu)),
             "--log-file", str(csv_path),
-            self.config.runner_python, str(GPU_DIR / "launch_once.py"), str(launch_job),
+            self.config.runner_python, str(work / "launch_once.py"), str(launch_job),
         ]  # fmt: skip
         rc, tracked = run_contained(
             cmd,
@@ -291,11 +300,11 @@ def _child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
     return env
 
 
-def _job(task: TaskSpec, lib: Path) -> dict[str, Any]:
+def _job(task: TaskSpec, lib: Path, reference: Path) -> dict[str, Any]:
     """The GPU worker's job: plain JSON, so the worker needs nothing but torch."""
     return {
         "library": str(lib),
-        "reference_file": str(task.path(task.reference.file)),
+        "reference_file": str(reference),
         "reference_function": task.reference.function,
         "baseline_function": task.reference.baseline_function,
         "precision": task.reference.precision,
@@ -321,6 +330,9 @@ class _Worker:
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
+        # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
+        for name in ("runner.py", "launch_once.py", "abi.py"):
+            shutil.copy2(GPU_DIR / name, work / name)
         self.log = work / "worker.log"
         self._t_start = time.monotonic()
         self._ready = False
@@ -328,7 +340,7 @@ class _Worker:
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         self.c = Contained(
-            [config.runner_python, str(GPU_DIR / "runner.py"), str(cmd_r), str(res_w)],
+            [config.runner_python, str(work / "runner.py"), str(cmd_r), str(res_w)],
             cwd=work,
             env=_child_env(config, work),
             limits=config.limits,

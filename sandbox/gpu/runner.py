@@ -67,7 +67,8 @@ class Worker:
         elif kind == "uniform":
             flo, fhi = float(init.get("low", -1.0)), float(init.get("high", 1.0))
             x.copy_(
-                torch.rand(x.shape, generator=gen, device=self.device, dtype=torch.float32) * (fhi - flo) + flo
+                torch.rand(x.shape, generator=gen, device=self.device, dtype=torch.float32) * (fhi - flo)
+                + flo
             )
         else:
             m, s = float(init.get("mean", 0.0)), float(init.get("std", 1.0))

@@ -39,6 +39,9 @@ class ServiceConfig:
     max_request_bytes: int = 1024 * 1024
     state_dir: Path | None = None  # SQLite + artifacts; default $PTXRAG_HOME/service
     stage_timeout_s: float | None = None  # override per-stage GPU limits
+    #: candidate processes run as a dedicated uid (sandbox_uid_base + job slot) with no network (when root)
+    isolate: bool = True
+    sandbox_uid_base: int = 64000
 
     @staticmethod
     def read_token(token: str | None = None, token_file: Path | None = None) -> str | None:

@@ -7,6 +7,8 @@ import contextlib
 import hashlib
 import hmac
 import json
+import os
+import queue
 import re
 import threading
 import time
@@ -22,6 +24,7 @@ from pydantic import BaseModel, Field
 from ptxrag.paths import home
 from ptxrag.tasks import TaskError, load_task
 
+from ..containment import Limits
 from ..evaluator import Sandbox, SandboxConfig, StageLimits
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
@@ -67,6 +70,10 @@ class Scheduler:
         self._pick = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="ptxrag-job")
         self.started = time.time()
+        # one sandbox uid per concurrent job: cleaning up a job kills every process of its uid
+        self.uids: queue.Queue[int] = queue.Queue()
+        for i in range(cfg.workers):
+            self.uids.put(cfg.sandbox_uid_base + i)
 
     def _slot(self) -> GpuSlot:
         with self._pick:
@@ -95,16 +102,21 @@ class Scheduler:
             if self.cfg.stage_timeout_s:
                 t = self.cfg.stage_timeout_s
                 limits = StageLimits(correctness_s=t, execution_s=max(t, 120.0), timing_s=max(t, 120.0))
-            sb = Sandbox(
-                SandboxConfig(
-                    run_timing=bool(job.options.get("run_timing", True)),
-                    artifacts_dir=out,
-                    cuda_device=slot.device,
-                    gpu_lock=slot.hold,
-                    stage_limits=limits,
+            uid = self.uids.get()
+            try:
+                sb = Sandbox(
+                    SandboxConfig(
+                        run_timing=bool(job.options.get("run_timing", True)),
+                        artifacts_dir=out,
+                        cuda_device=slot.device,
+                        gpu_lock=slot.hold,
+                        stage_limits=limits,
+                        limits=Limits.isolated(uid) if self.cfg.isolate else Limits(),
+                    )
                 )
-            )
-            rep = sb.evaluate(task, source, on_stage=lambda s: self.store.set_stage(job_id, s))
+                rep = sb.evaluate(task, source, on_stage=lambda s: self.store.set_stage(job_id, s))
+            finally:
+                self.uids.put(uid)
             (out / "compile.log").write_text(rep.compile.log)
             (out / "sass.txt").write_text(rep.static.sass_excerpt)
             (out / "report.json").write_text(rep.model_dump_json(indent=2))
@@ -124,6 +136,7 @@ class Scheduler:
                 for s in self.slots
             ],
             "workers": self.cfg.workers,
+            "isolated": self.cfg.isolate and os.geteuid() == 0,
             "max_queue": self.cfg.max_queue,
             "uptime_s": round(time.time() - self.started, 1),
         }
