@@ -5,6 +5,7 @@ Public API (imported lazily, so ``import ptxrag`` stays fast):
     Sandbox, SandboxConfig, EvaluationReport   -- ptxrag.sandbox
     TaskSpec, load_task, list_tasks            -- ptxrag.tasks
     build_graph, run_task                      -- ptxrag.agent_graph
+    run_bench                                  -- ptxrag.bench
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _EXPORTS = {
     "list_tasks": "ptxrag.tasks",
     "build_graph": "ptxrag.agent_graph",
     "run_task": "ptxrag.agent_graph",
+    "run_bench": "ptxrag.bench",
 }
 
 

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "ptxrag.cli.sandbox_cmd",
     "ptxrag.cli.tasks_cmd",
     "ptxrag.cli.agent_cmd",
+    "ptxrag.cli.bench_cmd",
 ]
 
 for _name in COMMAND_MODULES:
