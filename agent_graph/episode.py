@@ -102,12 +102,8 @@ def make_sandbox(spec: Evaluator | str | None = None) -> Evaluator:
             raise ValueError(f"--sandbox must be 'local' or an http(s):// URL, not {spec!r}")
         from ptxrag.sandbox import Sandbox
 
-        try:
-            return Sandbox(url=spec)  # type: ignore[call-arg]
-        except TypeError:
-            raise ValueError(
-                "this ptxrag's sandbox has no service client yet (Sandbox(url=...)); use --sandbox local"
-            ) from None
+        # the sandbox service client: same typed reports; its token comes from PTXRAG_SERVICE_TOKEN
+        return Sandbox(url=spec)
     return spec
 
 

@@ -77,3 +77,51 @@ def test_run_with_an_unknown_condition_or_task(tmp_path):
     assert res.exit_code == 2 and "unknown condition" in res.output
     res = runner.invoke(app, ["run", "no-such-task", "--model", f"replay:{DEMO}"])
     assert res.exit_code == 2 and "unknown task" in res.output
+
+
+def test_run_against_the_sandbox_service_over_http(monkeypatch, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ptxrag", "sandbox", "serve", "--port", str(port), "--state-dir", str(tmp_path / "svc")],
+        env={**os.environ, "PTXRAG_NO_GPU": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the sandbox service did not start"
+            time.sleep(0.2)
+        res = runner.invoke(
+            app,
+            ["run", "warp-reduce-redux", "--model", f"replay:{DEMO}", "--condition", "templates", "--max-rounds", "3",
+             "--sandbox", url, "--runs-dir", str(tmp_path / "runs"), "--json"],
+        )  # fmt: skip
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)  # progress goes to stderr with --json
+    outcomes = [r["outcome"].split(":")[0] for r in result["rounds"]]
+    assert outcomes == [
+        "compile failed",
+        "static failed",
+        "compile and static checks passed; GPU stages not run (skipped",
+    ]
+    assert result["stop_reason"] == "unverified_no_gpu"

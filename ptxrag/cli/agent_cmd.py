@@ -43,11 +43,12 @@ def _progress_table(result: Any) -> Table:
     return t
 
 
-def _run_with_progress(**kwargs: Any) -> Any:
+def _run_with_progress(*, progress_to_stderr: bool = False, **kwargs: Any) -> Any:
     from ptxrag.agent_graph import run_task
 
+    out = err_console if progress_to_stderr else console
     max_rounds = kwargs.get("max_rounds", 8)
-    with console.status("starting ...") as status:
+    with out.status("starting ...") as status:
 
         def on_event(ev: Any) -> None:
             if ev.kind == "stage":
@@ -56,7 +57,7 @@ def _run_with_progress(**kwargs: Any) -> Any:
                 )
             elif ev.kind == "round":
                 mark = "[green]✓[/]" if ev.success else "[red]✗[/]"
-                console.print(f"round {ev.round}: {mark} {ev.outcome}", markup=True, highlight=False)
+                out.print(f"round {ev.round}: {mark} {ev.outcome}", markup=True, highlight=False)
 
         return run_task(on_event=on_event, **kwargs)
 
@@ -106,6 +107,7 @@ def run_cmd(
             budget_tokens=budget,
             episode_id=episode,
             runs_dir=runs_dir,
+            progress_to_stderr=json_out,
         )
     except (
         TaskError,
