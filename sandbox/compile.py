@@ -71,6 +71,7 @@ def cache_key(source: str, flags: list[str]) -> str:
 
 _ERR_RE = re.compile(r"(error|fatal)", re.IGNORECASE)
 _WARN_RE = re.compile(r"warning", re.IGNORECASE)
+_NVCC_TMP_RE = re.compile(r"\S*/tmpxft_[0-9a-f_-]+(?:\d+_)?candidate(\.\w+)")
 
 
 def trim_log(log: str, workdir: str | None = None, max_lines: int = 40, max_chars: int = 4000) -> str:
@@ -81,6 +82,7 @@ def trim_log(log: str, workdir: str | None = None, max_lines: int = 40, max_char
     """
     if workdir:
         log = log.replace(workdir.rstrip("/") + "/", "")
+    log = _NVCC_TMP_RE.sub(r"candidate\1", log)  # nvcc's own temp files (ptxas reads candidate.ptx)
     lines = [ln.rstrip() for ln in log.splitlines() if ln.strip()]
     has_err = any(_ERR_RE.search(ln) for ln in lines)
     keep: list[str] = []

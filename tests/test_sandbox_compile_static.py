@@ -58,6 +58,11 @@ def test_ptxas_error_on_wrong_target_is_reported():
     assert "wgmma" in res.log
 
 
+def test_ptxas_temp_paths_become_the_candidate_name():
+    log = "ptxas /tmp/tmpxft_00002c08_00000000-6_candidate.ptx, line 112; error   : Unknown modifier '.i32'"
+    assert trim_log(log) == "ptxas candidate.ptx, line 112; error   : Unknown modifier '.i32'"
+
+
 def test_trim_log_keeps_errors_and_drops_noise():
     log = "\n".join(
         ["/tmp/x/candidate.cu(3): warning #177-D: unused"]
