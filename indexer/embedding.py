@@ -93,7 +93,11 @@ class Embedder:
                 f"default ({DEFAULT_MODEL}, bundled) or a local model folder."
             ) from e
         self.bf16 = (device == "cpu" and _cpu_has_bf16()) if bf16 is None else bf16
-        self.dimension = int(self._model.get_sentence_embedding_dimension() or 0)
+        dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        self.dimension = int(dim() or 0)
         self.max_tokens = int(self._model.max_seq_length)
 
     def _encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:

@@ -123,6 +123,8 @@ class QueryName:
 
     name: str
     weight: float
+    bare: bool = False
+    """an undotted, unquoted word (``mbarrier``, ``ldmatrix``)"""
 
 
 def names_in_query(query: str, vocabulary: Iterable[str]) -> list[QueryName]:
@@ -142,8 +144,16 @@ def names_in_query(query: str, vocabulary: Iterable[str]) -> list[QueryName]:
             continue
         weight = float(name.lstrip("%.").count(".") + 1) + (1.0 if is_quoted else 0.0)
         if name not in found or found[name].weight < weight:
-            found[name] = QueryName(name, weight)
+            found[name] = QueryName(name, weight, bare=not (dotted or sigiled or is_quoted))
     return list(found.values())
+
+
+def _is_family(name: str, defines: Mapping[str, Iterable[str]], owners: list[str]) -> bool:
+    """True when sections other than ``owners`` define names of the ``name.`` family."""
+    prefix = name + "."
+    return any(
+        key not in owners and any(d.startswith(prefix) for d in names) for key, names in defines.items()
+    )
 
 
 def match_sections(qnames: Iterable[QueryName], defines: Mapping[str, Iterable[str]]) -> dict[str, float]:
@@ -151,11 +161,13 @@ def match_sections(qnames: Iterable[QueryName], defines: Mapping[str, Iterable[s
 
     For each query name, the sections that define it exactly score its weight; if none does, the
     sections defining the longest name that the query name is a variant of (``mbarrier.try_wait`` for
-    ``mbarrier.try_wait.parity``) score 0.9 x its weight. A bare family prefix (``wgmma``) scores nothing:
-    lexical and dense search handle it."""
+    ``mbarrier.try_wait.parity``) score 0.9 x its weight. A family name (``wgmma``, or a bare ``mbarrier``
+    that other sections extend) scores nothing: lexical and dense search handle it."""
     bonus: dict[str, float] = {}
     for q in qnames:
         exact = [key for key, names in defines.items() if q.name in names]
+        if exact and q.bare and _is_family(q.name, defines, exact):
+            continue  # "mbarrier object" is about the family, not the overview section
         if exact:
             for key in exact:
                 bonus[key] = bonus.get(key, 0.0) + q.weight

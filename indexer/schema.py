@@ -94,7 +94,7 @@ class CollectionReport(_Frozen):
     source: str
     version: str
     collection: str
-    action: Literal["built", "unchanged", "rebuilt"]
+    action: Literal["built", "unchanged", "rebuilt", "removed"]
     reason: str = ""
     sections: int = 0
     chunks: int = 0

@@ -34,11 +34,13 @@ _LINK = re.compile(r"\[([^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]\((?:[^()\s]+)(?:\s+
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 _NOISE_LINES = {"copy to clipboard", "copy", "¶", "\uf0c1", "permalink to this headline"}
 _FENCE = re.compile(r"^\s*(```|~~~)")
+_COPY_BUTTON = re.compile(r"[ \t]*Copy to clipboard", re.IGNORECASE)
 
 
 def clean_inline(text: str) -> str:
     """Clean one line of Markdown: permalinks and images dropped, links unwrapped, backticks and
     backslash escapes removed."""
+    text = _COPY_BUTTON.sub("", text)
     text = _PERMALINK.sub("", text)
     text = _IMAGE.sub("", text)
     for _ in range(2):  # links inside link text (rare) need a second pass

@@ -6,6 +6,7 @@ Public API (imported lazily, so ``import ptxrag`` stays fast):
     TaskSpec, load_task, list_tasks            -- ptxrag.tasks
     build_graph, run_task                      -- ptxrag.agent_graph
     run_bench                                  -- ptxrag.bench
+    Retriever, build_index                     -- ptxrag.indexer
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ _EXPORTS = {
     "build_graph": "ptxrag.agent_graph",
     "run_task": "ptxrag.agent_graph",
     "run_bench": "ptxrag.bench",
+    "Retriever": "ptxrag.indexer",
+    "build_index": "ptxrag.indexer",
 }
 
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "ptxrag.cli.tasks_cmd",
     "ptxrag.cli.agent_cmd",
     "ptxrag.cli.bench_cmd",
+    "ptxrag.cli.corpus_cmd",
 ]
 
 for _name in COMMAND_MODULES:

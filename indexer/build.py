@@ -1,0 +1,270 @@
+"""``build_index``: the added manuals and the bundled knowledge pack into Chroma (dense) and BM25 (lexical).
+
+A collection is rebuilt only when its content hash, the chunking parameters or the embedding model changed;
+otherwise the build touches nothing and imports neither torch nor Chroma (an unchanged re-index takes well
+under a second)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import lexical
+from .chunking import ChunkingParams, chunk_sections
+from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, describe, resolve_model, same_model
+from .errors import IndexerError
+from .knowledge import KnowledgeDocLike, as_section, content_hash, group_by_source, pack_documents
+from .library import list_added, load_added, manual_file
+from .schema import BUNDLED_VERSION, MANUAL_SOURCE, CollectionReport, IndexReport, Section
+from .store import CollectionEntry, IndexManifest, Store, collection_key, now_iso
+
+#: progress callback: (label, done, total); label names the collection and the step
+BuildProgress = Callable[[str, int, int], None]
+
+_ADD_BATCH = 1000
+
+
+@dataclass
+class _Pending:
+    source: str
+    version: str
+    content_sha256: str
+    load: Callable[[], list[Section]]
+    architectures: list[str]
+
+
+def _manual_sources(home: Path | None, versions: Iterable[str] | None) -> list[_Pending]:
+    wanted = set(versions) if versions is not None else None
+    out = []
+    for rec in list_added(home, MANUAL_SOURCE):
+        if wanted is not None and rec.version not in wanted:
+            continue
+        sha = hashlib.sha256(manual_file(rec, home).read_bytes()).hexdigest()
+
+        def load(v: str = rec.version) -> list[Section]:
+            return list(load_added(v, home=home).sections)
+
+        out.append(_Pending(rec.source, rec.version, sha, load, rec.architectures))
+    return out
+
+
+def _knowledge_sources(
+    docs: Iterable[KnowledgeDocLike] | None, skipped: list[str]
+) -> tuple[list[_Pending], bool]:
+    """Pending knowledge collections, and whether the pack could be read at all."""
+    if docs is None:
+        try:
+            docs = pack_documents()
+        except ImportError as e:
+            skipped.append(f"knowledge pack: ptxrag.corpus is not importable ({e})")
+            return [], False
+    out = []
+    for source, group in sorted(group_by_source(docs).items()):
+        sections = [as_section(d) for d in group]
+        out.append(_Pending(source, BUNDLED_VERSION, content_hash(group), lambda s=sections: s, []))
+    return out, True
+
+
+def _physical_name(source: str, version: str) -> str:
+    return f"{source}-{version}-{uuid.uuid4().hex[:8]}"
+
+
+def _metadata(c: Any) -> dict[str, Any]:
+    return {
+        "section_number": c.section_number,
+        "title": c.title,
+        "version": c.version,
+        "source": c.source,
+        "url": c.url or "",
+        "breadcrumb": c.breadcrumb,
+        "ordinal": c.ordinal,
+        "instructions": " ".join(c.instructions),
+    }
+
+
+def _build_collection(
+    store: Store,
+    pending: _Pending,
+    embedder: Embedder,
+    params: ChunkingParams,
+    progress: BuildProgress | None,
+) -> tuple[CollectionEntry, int, float]:
+    label = f"{pending.source} {pending.version}"
+    sections = pending.load()
+    if not sections:
+        raise IndexerError(f"{label}: nothing to index (no sections)")
+    chunks = chunk_sections(sections, source=pending.source, version=pending.version, params=params)
+
+    def on_embed(done: int, total: int) -> None:
+        if progress is not None:
+            progress(f"{label}: embedding", done, total)
+
+    t0 = time.perf_counter()
+    vectors = embedder.encode([c.text for c in chunks], progress=on_embed)
+    embed_s = time.perf_counter() - t0
+    physical = _physical_name(pending.source, pending.version)
+    try:
+        collection = store.client().create_collection(
+            physical,
+            embedding_function=None,
+            metadata={"hnsw:space": "cosine", "source": pending.source, "version": pending.version},
+        )
+        for start in range(0, len(chunks), _ADD_BATCH):
+            part = chunks[start : start + _ADD_BATCH]
+            collection.add(
+                ids=[c.chunk_id for c in part],
+                embeddings=vectors[start : start + len(part)],
+                documents=[c.text for c in part],
+                metadatas=[_metadata(c) for c in part],
+            )
+            if progress is not None:
+                progress(f"{label}: storing", min(start + _ADD_BATCH, len(chunks)), len(chunks))
+        folder = store.lexical_dir(physical)
+        store.write_records(folder, sections, chunks)
+        lexical.build(folder, sections)
+    except BaseException:
+        store.drop_physical(physical)
+        raise
+    entry = CollectionEntry(
+        source=pending.source,
+        version=pending.version,
+        physical=physical,
+        content_sha256=pending.content_sha256,
+        chunking=params.model_dump(),
+        model=describe(embedder.spec),
+        sections=len(sections),
+        chunks=len(chunks),
+        architectures=pending.architectures,
+        built_at=now_iso(),
+    )
+    return entry, len(chunks), embed_s
+
+
+def build_index(
+    home: Path | None = None,
+    *,
+    model: str | None = None,
+    versions: Iterable[str] | None = None,
+    knowledge: bool = True,
+    knowledge_documents: Iterable[KnowledgeDocLike] | None = None,
+    force: bool = False,
+    chunking: ChunkingParams | None = None,
+    progress: BuildProgress | None = None,
+) -> IndexReport:
+    """Index every added manual (or only ``versions``) and the knowledge pack.
+
+    ``model`` None keeps the model the index was built with (the default model for a new index); another
+    model rebuilds everything. ``knowledge_documents`` replaces the bundled pack (tests, other packs)."""
+    t_start = time.perf_counter()
+    store = Store(home)
+    manifest = store.manifest()
+    params = chunking or ChunkingParams()
+    if model is None and manifest.model is not None:
+        model = manifest.model.get("location") if manifest.model.get("name") != DEFAULT_MODEL else None
+    spec: ModelSpec = resolve_model(model)
+    skipped: list[str] = []
+    pending = _manual_sources(home, versions)
+    knowledge_ok = False
+    if knowledge:
+        found, knowledge_ok = _knowledge_sources(knowledge_documents, skipped)
+        pending += found
+    if not pending:
+        skipped.append("no manual added: `ptxrag corpus add ptx-isa --version V --from PATH` adds one")
+
+    reports: list[CollectionReport] = []
+    collections = dict(manifest.collections)
+    todo: list[tuple[_Pending, str, str]] = []
+    for p in pending:
+        key = collection_key(p.source, p.version)
+        old = collections.get(key)
+        reason = ""
+        if old is None:
+            reason = "new"
+        elif force:
+            reason = "forced"
+        elif not same_model(old.model, spec):
+            reason = f"model changed ({old.model.get('name')} -> {spec.name})"
+        elif old.content_sha256 != p.content_sha256:
+            reason = "content changed"
+        elif old.chunking != params.model_dump():
+            reason = "chunking changed"
+        elif not (store.lexical_dir(old.physical) / "sections.jsonl").is_file():
+            reason = "index files missing"
+        if reason:
+            todo.append((p, key, reason))
+        else:
+            reports.append(
+                CollectionReport(
+                    source=p.source,
+                    version=p.version,
+                    collection=old.physical if old else "",
+                    action="unchanged",
+                    sections=old.sections if old else 0,
+                    chunks=old.chunks if old else 0,
+                )
+            )
+
+    # collections whose source is gone: manuals removed, knowledge sources no longer present
+    present = {collection_key(p.source, p.version) for p in pending}
+    stale = [
+        k
+        for k, e in collections.items()
+        if k not in present
+        and (e.source == MANUAL_SOURCE and versions is None or (e.source != MANUAL_SOURCE and knowledge_ok))
+    ]
+
+    embedder: Embedder | None = None
+    for p, key, reason in todo:
+        t0 = time.perf_counter()
+        if embedder is None:
+            if progress is not None:
+                progress(f"loading model {spec.name}", 0, 1)
+            embedder = Embedder(spec)
+            if progress is not None:
+                progress(f"loading model {spec.name}", 1, 1)
+        entry, n_chunks, embed_s = _build_collection(store, p, embedder, params, progress)
+        old = collections.get(key)
+        collections[key] = entry
+        store.write_manifest(IndexManifest(model=describe(spec), collections=collections))
+        if old is not None:
+            store.drop_physical(old.physical)
+        reports.append(
+            CollectionReport(
+                source=p.source,
+                version=p.version,
+                collection=entry.physical,
+                action="built" if old is None else "rebuilt",
+                reason=reason,
+                sections=entry.sections,
+                chunks=n_chunks,
+                embed_s=round(embed_s, 3),
+                wall_s=round(time.perf_counter() - t0, 3),
+            )
+        )
+    for key in stale:
+        old = collections.pop(key)
+        store.write_manifest(IndexManifest(model=manifest.model or describe(spec), collections=collections))
+        store.drop_physical(old.physical)
+        reports.append(
+            CollectionReport(
+                source=old.source,
+                version=old.version,
+                collection=old.physical,
+                action="removed",
+                reason="its source is gone",
+            )
+        )
+    if todo or manifest.model is None:
+        store.write_manifest(IndexManifest(model=describe(spec), collections=collections))
+    return IndexReport(
+        home=str(store.home),
+        model=spec.name,
+        collections=tuple(reports),
+        skipped=tuple(skipped),
+        wall_s=round(time.perf_counter() - t_start, 3),
+    )

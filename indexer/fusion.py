@@ -1,0 +1,79 @@
+"""Fusing the signals of a search into one ranking.
+
+Each candidate section carries up to three scores: BM25 over its whole text, BM25 over its title (with
+breadcrumb and defined names), and the cosine similarity of its best chunk. Each signal ranks all
+candidates (across collections: BM25 and cosine are on comparable scales there, and a per-collection
+normalisation would put every collection's best, however poor, on top); reciprocal-rank fusion combines
+the ranks. The instruction bonus (``instructions.match_sections``) is added on top: it is 0.9 or more for a
+section that defines a name the query asks about, larger than any fused score, so such sections lead and
+the fused score orders them among themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass
+class Candidate:
+    key: tuple[str, str]
+    """(collection key, section number)"""
+    lexical: float | None = None
+    title: float | None = None
+    dense: float | None = None
+    stub: bool = False
+    """a section whose own text only introduces its subsections"""
+
+
+class FusionWeights(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lexical: float = Field(1.0, ge=0)
+    title: float = Field(1.0, ge=0)
+    dense: float = Field(1.0, ge=0)
+    rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
+    instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
+    method: str = Field("rrf", description="rrf (ranks) or score (max-normalised scores)")
+    stub_factor: float = Field(1.0, ge=0, le=1, description="fused-score factor of stub sections")
+
+
+def _ranks(cands: list[Candidate], attr: str) -> dict[tuple[str, str], int]:
+    scored = [(getattr(c, attr), c.key) for c in cands if getattr(c, attr) is not None]
+    scored.sort(key=lambda t: -t[0])
+    return {key: r for r, (_, key) in enumerate(scored, start=1)}
+
+
+def fuse(
+    cands: list[Candidate], bonus: Mapping[tuple[str, str], float], w: FusionWeights
+) -> list[tuple[Candidate, float]]:
+    """Candidates best first with their final scores. The fused part is scaled into [0, 1)."""
+    total_w = (w.lexical + w.title + w.dense) or 1.0
+    best = 1.0 / (w.rrf_k + 1)
+    attrs = ("lexical", "title", "dense")
+    ranks = {attr: _ranks(cands, attr) for attr in attrs}
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for attr in attrs:
+        vals = [getattr(c, attr) for c in cands if getattr(c, attr) is not None]
+        lo[attr] = min(vals) if (vals and attr == "dense") else 0.0
+        hi[attr] = max(vals) if vals else 1.0
+    out = []
+    for c in cands:
+        fused = 0.0
+        for attr in attrs:
+            if w.method == "rrf":
+                r = ranks[attr].get(c.key)
+                if r is not None:
+                    fused += getattr(w, attr) / (w.rrf_k + r) / best
+            else:
+                v = getattr(c, attr)
+                if v is not None and hi[attr] > lo[attr]:
+                    fused += getattr(w, attr) * (v - lo[attr]) / (hi[attr] - lo[attr])
+        fused /= total_w  # 1.0 = first on every signal
+        if c.stub:
+            fused *= w.stub_factor
+        out.append((c, 0.999 * fused + w.instruction * bonus.get(c.key, 0.0)))
+    out.sort(key=lambda t: -t[1])
+    return out

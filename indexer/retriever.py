@@ -1,0 +1,292 @@
+"""``Retriever``: hybrid search over the index. Usable without the CLI::
+
+    from ptxrag.indexer import Retriever
+    hits = Retriever().search("mbarrier.try_wait.parity", k=5)
+
+How a search ranks (see ``fusion.py``): BM25 over whole sections, BM25 over section titles and dense
+similarity of the best chunk are fused; sections that define a PTX instruction named in the query (exactly,
+or the longest defined name the query names a variant of) are lifted above the rest. Results are whole
+sections, one hit per section."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .chunking import breadcrumb
+from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, resolve_model, same_model
+from .errors import (
+    ArchitectureNotDocumentedError,
+    IndexerError,
+    IndexNotBuiltError,
+    ManualNotFoundError,
+    ModelMismatchError,
+)
+from .fusion import Candidate, FusionWeights, fuse
+from .instructions import match_sections, names_in_query
+from .lexical import LexicalIndex
+from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
+from .store import CollectionEntry, Store, collection_key
+from .text import arch_key, tokenize, version_key
+
+#: how many chunks the dense search returns per collection before grouping by section
+DENSE_CANDIDATES = 48
+#: a section with subsections and less text than this of its own is a stub (an introduction)
+STUB_CHARS = 300
+
+
+@dataclass
+class _Loaded:
+    """One collection, loaded for searching."""
+
+    entry: CollectionEntry
+    sections: list[Section]
+    row_of: dict[str, int]
+    chunk_section: dict[str, int]
+    lexical: LexicalIndex
+    crumbs: list[str]
+    stubs: set[int] = field(default_factory=set)
+    """rows of sections with subsections and little text of their own"""
+    chroma: Any = None
+    defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Retriever:
+    """Search the manuals and knowledge pack indexed under ``home`` (``PTXRAG_HOME`` by default)."""
+
+    def __init__(
+        self, home: Path | None = None, model: str | None = None, *, weights: FusionWeights | None = None
+    ):
+        self.store = Store(home)
+        manifest = self.store.manifest()
+        if not manifest.collections:
+            raise IndexNotBuiltError(
+                f"no index under {self.store.home}: run `ptxrag index` (after `ptxrag corpus add ptx-isa "
+                "--version V --from PATH` for a manual)"
+            )
+        built_with = manifest.model or {}
+        if model is not None:
+            spec = resolve_model(model)
+            if not same_model(built_with, spec):
+                raise ModelMismatchError(
+                    f"the index under {self.store.home} was built with embedding model "
+                    f"{built_with.get('name')!r}, not {spec.name!r}: query with that model, or rebuild "
+                    f"with `ptxrag index --model {model}`"
+                )
+        else:
+            name = built_with.get("name")
+            spec = resolve_model(None if name in (None, DEFAULT_MODEL) else built_with.get("location"))
+        stale = [k for k, e in manifest.collections.items() if not same_model(e.model, spec)]
+        if stale:
+            raise ModelMismatchError(
+                f"collections {stale} were built with another embedding model than {spec.name!r} "
+                "(an interrupted rebuild?): run `ptxrag index` again"
+            )
+        self.spec: ModelSpec = spec
+        self.weights = weights or FusionWeights()
+        self._entries: dict[str, CollectionEntry] = dict(manifest.collections)
+        self._loaded: dict[str, _Loaded] = {}
+        self._embedder: Embedder | None = None
+
+    # --- catalogue ------------------------------------------------------------------------------------
+    def versions(self, source: str = MANUAL_SOURCE) -> list[str]:
+        """Indexed versions of ``source``, newest first."""
+        vs = {e.version for e in self._entries.values() if e.source == source}
+        return sorted(vs, key=version_key, reverse=True)
+
+    def sources(self) -> list[str]:
+        return sorted({e.source for e in self._entries.values()})
+
+    def version_for_arch(self, arch: str) -> str:
+        """The newest indexed manual that documents ``arch`` (``sm_100a`` needs a manual with tcgen05)."""
+        arch = arch.strip().lower()
+        if not arch.startswith("sm_"):
+            raise IndexerError(f"{arch!r} is not a target architecture like sm_90a")
+        for v in self.versions(MANUAL_SOURCE):
+            if arch in self._entries[collection_key(MANUAL_SOURCE, v)].architectures:
+                return v
+        have = {
+            v: (self._entries[collection_key(MANUAL_SOURCE, v)].architectures or ["?"])
+            for v in self.versions(MANUAL_SOURCE)
+        }
+        newest = ", ".join(f"{v} (up to {max(a, key=arch_key)})" for v, a in have.items()) or "none"
+        raise ArchitectureNotDocumentedError(
+            f"no indexed PTX ISA manual documents {arch}; indexed: {newest}. Add a newer manual with "
+            "`ptxrag corpus add ptx-isa --version V` and run `ptxrag index`"
+        )
+
+    # --- loading --------------------------------------------------------------------------------------
+    def _collection(self, key: str) -> _Loaded:
+        loaded = self._loaded.get(key)
+        if loaded is None:
+            entry = self._entries[key]
+            folder = self.store.lexical_dir(entry.physical)
+            if not (folder / "sections.jsonl").is_file():
+                raise IndexNotBuiltError(
+                    f"index files of {key} are missing under {folder}: run `ptxrag index`"
+                )
+            sections = self.store.read_sections(folder)
+            chunks = self.store.read_chunks(folder)
+            row_of = {s.number: i for i, s in enumerate(sections)}
+            by_number = {s.number: s for s in sections}
+            loaded = _Loaded(
+                entry=entry,
+                sections=sections,
+                row_of=row_of,
+                chunk_section={c.chunk_id: row_of[c.section_number] for c in chunks},
+                lexical=LexicalIndex(folder),
+                crumbs=[breadcrumb(s, by_number) for s in sections],
+                defines={s.number: s.defines for s in sections},
+            )
+            parents = {p for s in sections for p in s.parents[-1:]}
+            loaded.stubs = {
+                i for i, s in enumerate(sections) if s.number in parents and len(s.text) < STUB_CHARS
+            }
+            self._loaded[key] = loaded
+        return loaded
+
+    def _chroma(self, loaded: _Loaded) -> Any:
+        if loaded.chroma is None:
+            try:
+                loaded.chroma = self.store.chroma_collection(loaded.entry.physical)
+            except Exception as e:  # chroma raises its own NotFound types
+                raise IndexNotBuiltError(
+                    f"Chroma collection {loaded.entry.physical} is missing: run `ptxrag index` ({e})"
+                ) from e
+        return loaded.chroma
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.spec)
+        return self._embedder
+
+    def _keys(self, version: str | None, sources: Iterable[str] | None) -> list[str]:
+        wanted = list(sources) if sources is not None else [MANUAL_SOURCE, *KNOWLEDGE_SOURCES]
+        known = set(self.sources())
+        unknown = [s for s in wanted if s not in known and s not in (MANUAL_SOURCE, *KNOWLEDGE_SOURCES)]
+        if unknown:
+            raise ManualNotFoundError(f"unknown source(s) {unknown}; indexed: {sorted(known)}")
+        keys = []
+        for s in wanted:
+            if s == MANUAL_SOURCE:
+                versions = self.versions(MANUAL_SOURCE)
+                if version is not None and version not in versions:
+                    raise ManualNotFoundError(
+                        f"PTX ISA {version} is not indexed (indexed: {', '.join(versions) or 'none'}); "
+                        f"`ptxrag corpus add ptx-isa --version {version} --from PATH` then `ptxrag index`"
+                    )
+                v = version or (versions[0] if versions else None)
+                if v is not None:
+                    keys.append(collection_key(s, v))
+            elif collection_key(s, BUNDLED_VERSION) in self._entries:
+                keys.append(collection_key(s, BUNDLED_VERSION))
+        if not keys:
+            raise IndexNotBuiltError(f"nothing indexed for sources {wanted}: run `ptxrag index`")
+        return keys
+
+    # --- search ---------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        version: str | None = None,
+        sources: list[str] | None = None,
+        exclude_sections: Collection[str] = (),
+    ) -> list[Hit]:
+        """The ``k`` best sections for ``query``. ``version`` picks the manual (newest by default);
+        ``sources`` limits to some of "ptx-isa", "contracts", "templates", "hardware" (all by default);
+        ``exclude_sections`` drops sections (or knowledge document ids) already seen."""
+        if not query or not query.strip():
+            raise IndexerError("empty query")
+        if k < 1:
+            raise IndexerError(f"k must be at least 1, got {k}")
+        keys = self._keys(version, sources)
+        qvec = self.embedder().encode_query(query)
+        tokens = tokenize(query)
+        excluded = set(exclude_sections)
+        candidates: list[Candidate] = []
+        defines: dict[tuple[str, str], tuple[str, ...]] = {}
+        for key in keys:
+            loaded = self._collection(key)
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, excluded))
+            for number, names in loaded.defines.items():
+                if names and number not in excluded:
+                    defines[(key, number)] = names
+        vocab = {n for names in defines.values() for n in names}
+        bonus = match_sections(names_in_query(query, vocab), defines)
+        ranked = fuse(candidates, bonus, self.weights)
+        hits = []
+        for cand, score in ranked[:k]:
+            loaded = self._loaded[cand.key[0]]
+            hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
+        return hits
+
+    def _candidates(
+        self, key: str, loaded: _Loaded, tokens: list[str], qvec: np.ndarray, excluded: set[str]
+    ) -> list[Candidate]:
+        out: dict[int, Candidate] = {}
+
+        def cand(row: int) -> Candidate:
+            c = out.get(row)
+            if c is None:
+                c = out[row] = Candidate(key=(key, loaded.sections[row].number), stub=row in loaded.stubs)
+            return c
+
+        for attr, scores in (
+            ("lexical", loaded.lexical.section_scores(tokens)),
+            ("title", loaded.lexical.title_scores(tokens)),
+        ):
+            top = np.argsort(-scores)[:50]
+            for row in top:
+                if scores[row] > 0:
+                    setattr(cand(int(row)), attr, float(scores[row]))
+        chroma = self._chroma(loaded)
+        n = min(DENSE_CANDIDATES, loaded.entry.chunks)
+        res = chroma.query(query_embeddings=[qvec], n_results=n, include=["distances"])
+        for cid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
+            row = loaded.chunk_section.get(cid)
+            if row is None:
+                continue
+            sim = 1.0 - float(dist)
+            c = cand(row)
+            c.dense = max(c.dense, sim) if c.dense is not None else sim
+        return [c for row, c in out.items() if loaded.sections[row].number not in excluded]
+
+    def _hit(self, loaded: _Loaded, row: int, score: float) -> Hit:
+        s = loaded.sections[row]
+        return Hit(
+            section_number=s.number,
+            title=s.title,
+            version=loaded.entry.version,
+            source=loaded.entry.source,
+            url=s.url,
+            score=round(score, 6),
+            text=s.text,
+            breadcrumb=loaded.crumbs[row],
+            instructions=list(s.defines),
+        )
+
+    def read_section(
+        self, number: str, *, version: str | None = None, source: str = MANUAL_SOURCE
+    ) -> Hit | None:
+        """One section (or knowledge document) by number; None when that version has no such section."""
+        if source == MANUAL_SOURCE:
+            versions = self.versions(source)
+            v = version or (versions[0] if versions else None)
+            if v is None or v not in versions:
+                raise ManualNotFoundError(
+                    f"PTX ISA {version} is not indexed (indexed: {', '.join(versions)})"
+                )
+        else:
+            v = BUNDLED_VERSION
+        key = collection_key(source, v)
+        if key not in self._entries:
+            raise ManualNotFoundError(f"{source} is not indexed: run `ptxrag index`")
+        loaded = self._collection(key)
+        row = loaded.row_of.get(number.strip().rstrip("."))
+        return None if row is None else self._hit(loaded, row, 1.0)

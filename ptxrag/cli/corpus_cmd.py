@@ -1,0 +1,340 @@
+"""``ptxrag corpus add/list/diff/remove``, ``ptxrag index``, ``ptxrag ask``, ``ptxrag eval-retrieval``:
+manuals per GPU generation, the index, and retrieval from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .common import console, err_console, fail
+
+corpus_app = typer.Typer(help="Manuals per GPU generation: add, list, diff, remove.", no_args_is_help=True)
+
+
+def _limit_threads() -> None:
+    """One BLAS thread (numpy's and torch's pools fight on small machines and double query time), and no
+    model-loading progress bars of their own (ours is rich)."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1, user_api="blas")
+    except ImportError:  # pragma: no cover - threadpoolctl comes with the dependencies
+        pass
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _errors() -> tuple[type[Exception], ...]:
+    from ptxrag.indexer import IndexerError
+
+    return (IndexerError,)
+
+
+@corpus_app.command("add")
+def add_cmd(
+    source: Annotated[str, typer.Argument(help="which manual: ptx-isa")],
+    version: Annotated[str, typer.Option("--version", help="manual version, e.g. 9.1")],
+    origin: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="file (.html, .pdf), folder of Markdown sections, or URL; default: official"
+        ),
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="markdown, html or pdf (default: detect)")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="makes relative section anchors absolute")
+    ] = None,
+) -> None:
+    """Add (or replace) a manual version. It is parsed and checked first; a broken input changes nothing."""
+    from ptxrag.indexer import add_manual
+
+    if source != "ptx-isa":
+        fail(f"unknown manual {source!r}; known: ptx-isa (the knowledge pack is indexed by `ptxrag index`)")
+    if fmt is not None and fmt not in ("markdown", "html", "pdf"):
+        fail(f"--format must be markdown, html or pdf, not {fmt!r}")
+    with console.status(f"reading {origin or 'the official manual'} ..."):
+        try:
+            rec = add_manual(origin, version=version, source=source, fmt=fmt, base_url=base_url)  # type: ignore[arg-type]
+        except _errors() as e:
+            fail(str(e))
+    console.print(
+        f"added [bold]{rec.source} {rec.version}[/] ({rec.format}): {rec.sections} sections, "
+        f"{rec.instructions} instructions, architectures up to {rec.architectures[-1] if rec.architectures else '?'}"
+    )
+    console.print("run [bold]ptxrag index[/] to index it")
+
+
+@corpus_app.command("list")
+def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Added manuals (and whether they are indexed) and the official versions known."""
+    from ptxrag.indexer import list_added, official_manuals
+    from ptxrag.indexer.store import Store, collection_key
+
+    added = list_added()
+    indexed = Store().manifest().collections
+    official = official_manuals()
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "added": [
+                        {**r.model_dump(), "indexed": collection_key(r.source, r.version) in indexed}
+                        for r in added
+                    ],
+                    "official": [o.model_dump() for o in official],
+                },
+                indent=2,
+            )
+        )
+        return
+    t = Table(title="added manuals", header_style="bold")
+    for col in ("source", "version", "format", "sections", "instructions", "newest arch", "indexed", "from"):
+        t.add_column(col, overflow="fold")
+    for r in added:
+        key = collection_key(r.source, r.version)
+        t.add_row(
+            r.source,
+            r.version,
+            r.format,
+            str(r.sections),
+            str(r.instructions),
+            r.architectures[-1] if r.architectures else "",
+            "yes" if key in indexed else "[yellow]no[/]",
+            r.origin,
+        )
+    if added:
+        console.print(t)
+    else:
+        console.print("no manual added yet: `ptxrag corpus add ptx-isa --version 9.1 --from PATH`")
+    have = {r.version for r in added}
+    o = Table(title="official PTX ISA manuals known (corpus/manuals/ptx-isa.toml)", header_style="bold")
+    for col in ("version", "CUDA", "added", "html / pdf"):
+        o.add_column(col, overflow="fold")
+    for m in official:
+        o.add_row(
+            m.version, m.cuda, "yes" if m.version in have else "", "\n".join(x for x in (m.html, m.pdf) if x)
+        )
+    console.print(o)
+
+
+@corpus_app.command("diff")
+def diff_cmd(
+    old: Annotated[str, typer.Argument(help="older version, e.g. 9.0")],
+    new: Annotated[str, typer.Argument(help="newer version, e.g. 9.1")],
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="rows shown per table")] = 40,
+) -> None:
+    """Sections and instructions added, removed or changed between two added manuals."""
+    from ptxrag.indexer import diff_manuals, load_added
+
+    try:
+        d = diff_manuals(load_added(old), load_added(new))
+    except _errors() as e:
+        fail(str(e))
+    if json_out:
+        print(d.model_dump_json(indent=2))
+        return
+    console.print(
+        f"PTX ISA {d.old_version} -> {d.new_version}: {len(d.sections_added)} sections added, "
+        f"{len(d.sections_removed)} removed, {len(d.sections_changed)} changed or renumbered"
+    )
+    console.print(f"instructions added: {', '.join(d.instructions_added) or 'none'}")
+    console.print(f"instructions removed: {', '.join(d.instructions_removed) or 'none'}")
+    console.print(f"architectures first named: {', '.join(d.architectures_added) or 'none'}")
+    for title, rows in (
+        ("added", d.sections_added),
+        ("removed", d.sections_removed),
+        ("changed", d.sections_changed),
+    ):
+        if not rows:
+            continue
+        t = Table(title=f"sections {title}", header_style="bold")
+        for col in ("section", "kind", "title", "detail"):
+            t.add_column(col, overflow="fold")
+        for c in rows[:limit]:
+            t.add_row(c.number, c.kind, c.title, c.detail)
+        if len(rows) > limit:
+            t.caption = f"{len(rows) - limit} more (--limit, or --json for all)"
+        console.print(t)
+
+
+@corpus_app.command("remove")
+def remove_cmd(version: Annotated[str, typer.Argument(help="version to remove, e.g. 9.0")]) -> None:
+    """Forget an added manual; the next `ptxrag index` drops its collection."""
+    from ptxrag.indexer import remove_added
+
+    try:
+        remove_added(version)
+    except _errors() as e:
+        fail(str(e))
+    console.print(f"removed ptx-isa {version}; run [bold]ptxrag index[/] to drop it from the index")
+
+
+def index_cmd(
+    model: Annotated[str | None, typer.Option("--model", help="embedding model name or folder")] = None,
+    version: Annotated[list[str] | None, typer.Option("--version", help="only these manual versions")] = None,
+    force: Annotated[bool, typer.Option("--force", help="rebuild even if nothing changed")] = False,
+    no_knowledge: Annotated[
+        bool, typer.Option("--no-knowledge", help="skip the bundled knowledge pack")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Index the added manuals and the bundled knowledge pack (contracts, templates, hardware cards)."""
+    from ptxrag.indexer import build_index
+
+    _limit_threads()
+    tasks: dict[str, Any] = {}
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=json_out,
+    ) as progress:
+
+        def on_progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = progress.add_task(label, total=total)
+            progress.update(tasks[label], completed=done, total=total)
+
+        try:
+            report = build_index(
+                model=model, versions=version, knowledge=not no_knowledge, force=force, progress=on_progress
+            )
+        except _errors() as e:
+            fail(str(e))
+    if json_out:
+        print(report.model_dump_json(indent=2))
+        return
+    t = Table(title=f"index under {report.home} (model {report.model})", header_style="bold")
+    for col in ("source", "version", "action", "sections", "chunks", "embed s", "s", "why"):
+        t.add_column(col, overflow="fold")
+    for c in report.collections:
+        t.add_row(
+            c.source,
+            c.version,
+            c.action,
+            str(c.sections),
+            str(c.chunks),
+            f"{c.embed_s:.1f}",
+            f"{c.wall_s:.1f}",
+            c.reason,
+        )
+    console.print(t)
+    for s in report.skipped:
+        console.print(f"[yellow]note:[/] {s}")
+    console.print(f"done in {report.wall_s:.1f} s")
+
+
+def _hits_json(query: str, hits: list[Any]) -> dict[str, Any]:
+    return {"query": query, "hits": [h.model_dump() for h in hits]}
+
+
+def ask_cmd(
+    query: Annotated[str | None, typer.Argument(help="what to look up")] = None,
+    k: Annotated[int, typer.Option("-k", help="hits per query")] = 5,
+    version: Annotated[
+        str | None, typer.Option("--version", help="manual version (default: newest indexed)")
+    ] = None,
+    arch: Annotated[
+        str | None, typer.Option("--arch", help="use the newest manual documenting this arch")
+    ] = None,
+    source: Annotated[
+        list[str] | None,
+        typer.Option("--source", help="ptx-isa, contracts, templates, hardware (repeatable)"),
+    ] = None,
+    queries_file: Annotated[
+        Path | None, typer.Option("--queries-file", help="one query per line; all share one model load")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    show_text: Annotated[bool, typer.Option("--text", help="print each hit's text")] = False,
+) -> None:
+    """Search the index: manual sections and knowledge-pack documents, best first."""
+    from ptxrag.indexer import Retriever
+
+    queries: list[str] = []
+    if queries_file is not None:
+        if not queries_file.is_file():
+            fail(f"{queries_file}: no such file")
+        queries += [ln.strip() for ln in queries_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if query:
+        queries.insert(0, query)
+    if not queries:
+        fail("give a QUERY or --queries-file FILE")
+    _limit_threads()
+    try:
+        retriever = Retriever()
+        if arch is not None:
+            version = retriever.version_for_arch(arch)
+        results = [(q, retriever.search(q, k, version=version, sources=source)) for q in queries]
+    except _errors() as e:
+        fail(str(e))
+    if json_out:
+        print(json.dumps([_hits_json(q, hits) for q, hits in results], indent=2))
+        return
+    for q, hits in results:
+        t = Table(title=f"[bold]{q}[/]", header_style="bold", title_justify="left")
+        for col in ("#", "section", "title", "source", "score", "url"):
+            t.add_column(col, overflow="fold")
+        for i, h in enumerate(hits, start=1):
+            t.add_row(
+                str(i), h.section_number, h.title, f"{h.source} {h.version}", f"{h.score:.3f}", h.url or ""
+            )
+        console.print(t)
+        if show_text:
+            for h in hits:
+                console.rule(f"{h.breadcrumb}")
+                console.print(h.text, markup=False, highlight=False)
+
+
+def eval_cmd(
+    file: Annotated[Path, typer.Argument(help='JSON lines: {"query": ..., "expect": ["9.7.13.15.16"]}')],
+    version: Annotated[str | None, typer.Option("--version", help="manual version (default: newest)")] = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Recall@1/5/10 and MRR@10 of a query file against the manual, and the queries not ranked first."""
+    from ptxrag.indexer import Retriever, evaluate, load_queries
+
+    _limit_threads()
+    try:
+        queries = load_queries(file)
+        retriever = Retriever()
+        retriever.search("warm-up", 1, version=version, sources=["ptx-isa"])
+        result = evaluate(retriever, queries, file=str(file), version=version)
+    except _errors() as e:
+        fail(str(e))
+    if json_out:
+        print(result.model_dump_json(indent=2))
+        return
+    console.print(
+        f"{result.queries} queries from {file}: recall@1 {result.recall_at_1:.3f}  recall@5 "
+        f"{result.recall_at_5:.3f}  recall@10 {result.recall_at_10:.3f}  MRR@10 {result.mrr_at_10:.3f}  "
+        f"(median {result.median_query_ms:.1f} ms/query)"
+    )
+    misses = result.misses
+    if misses:
+        t = Table(title="not ranked first", header_style="bold")
+        for col in ("rank", "expected", "query", "got (top 5)"):
+            t.add_column(col, overflow="fold")
+        for o in misses:
+            t.add_row(str(o.rank or "-"), ", ".join(o.expect), o.query, ", ".join(o.top[:5]))
+        console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(corpus_app, name="corpus")
+    app.command("index")(index_cmd)
+    app.command("ask")(ask_cmd)
+    app.command("eval-retrieval")(eval_cmd)
