@@ -113,3 +113,25 @@ def test_bad_condition_files_are_clear_errors(tmp_path, text, says):
 def test_unknown_condition_lists_the_builtin_ones():
     with pytest.raises(ConditionError, match="rag\\+templates"):
         load_condition("magic")
+
+
+def test_contracts_condition_shares_the_budget_between_layers():
+    task = load_task("bulk-copy-scale")  # its templates and contracts together exceed the budget
+    static = build_static_context(load_condition("contracts"), task, CorpusKnowledge())
+    by_source: dict[str, int] = {}
+    for s in static.sections:
+        by_source[s.source] = by_source.get(s.source, 0) + s.tokens
+    assert set(by_source) == {"hardware", "templates", "contracts"}
+    assert (
+        min(by_source["templates"], by_source["contracts"])
+        > 0.3 * (static.budget_tokens - by_source["hardware"]) / 2
+    )
+    assert any(s.section_number == "contract-mbarrier" for s in static.sections)
+    assert any(s.section_number.endswith("mbarrier.cuh") for s in static.sections)
+
+
+def test_water_fill_gives_unused_shares_to_the_others():
+    from ptxrag.agent_graph.knowledge import _water_fill
+
+    assert _water_fill({"a": 100, "b": 5000, "c": 5000}, 3000) == {"a": 100, "b": 1450, "c": 1450}
+    assert _water_fill({"a": 10, "b": 20}, 3000) == {"a": 10, "b": 20}
