@@ -48,7 +48,9 @@ def sqlite_checkpointer(path: Path) -> Iterator[BaseCheckpointSaver]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
+    # several episodes (threads or processes) may share one file: wait for locks, let readers run
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    conn.execute("PRAGMA journal_mode=WAL")
     try:
         saver = SqliteSaver(conn, serde=serializer())
         saver.setup()

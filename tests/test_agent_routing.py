@@ -135,3 +135,21 @@ def test_resuming_with_another_condition_is_refused(tmp_path):
     _run(tmp_path, [kernel_reply("a")], ["success"], episode_id="ep-x")
     with pytest.raises(EpisodeMismatch, match="condition"):
         _run(tmp_path, [kernel_reply("a")], ["success"], episode_id="ep-x", condition="hardware")
+
+
+def test_parallel_episodes_share_one_checkpoint_database(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int):
+        return _run(
+            tmp_path,
+            [kernel_reply(f"p{i}"), kernel_reply("q")],
+            ["compile", "success"],
+            episode_id=f"par-{i}",
+        )[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, range(6)))
+    assert all(r.stop_reason == "solved" and len(r.rounds) == 2 for r in results)
+    assert len({r.checkpoint_db for r in results}) == 1
+    assert [f"// p{i}" in r.rounds[0].code for i, r in enumerate(results)] == [True] * 6
