@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .records import RoundRow
 from .store import BenchStore
 
-FORMAT = "a-fixit/1"
+FORMAT: Literal["a-fixit/1"] = "a-fixit/1"
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$\n?", re.S | re.M)
 
 

@@ -54,7 +54,10 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     width = 0.8 / max(1, len(models))
     fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(conditions) * max(1, len(models)) + 2), 4.2))
     for j, model in enumerate(models):
-        xs, succ, stat, errs = [], [], [], ([], [])
+        xs: list[float] = []
+        succ: list[float] = []
+        stat: list[float] = []
+        errs: tuple[list[float], list[float]] = ([], [])
         for i, cond in enumerate(conditions):
             s = next(
                 (x for x in summaries if x.group["condition"] == cond and x.group["model"] == model), None

@@ -96,17 +96,19 @@ class RayExecutor:
         address: str | None = None,
         workers: int = 16,
         num_cpus: int | None = None,
+        num_gpus: int | None = None,
         object_store_mb: int = 256,
         poll_s: float = 0.5,
     ) -> None:
         """``address``: a running cluster (``auto``, ``ray://host:10001``); None starts a local instance with
-        ``num_cpus`` CPUs and a small object store (results are small JSON strings). ``workers``: episodes
+        ``num_cpus`` CPUs, ``num_gpus`` GPUs (default: those it detects) and a small object store (results are small JSON strings). ``workers``: episodes
         in flight at once."""
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.address = address
         self.workers = workers
         self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
         self.object_store_mb = object_store_mb
         self.poll_s = poll_s
         self.used_gpu: bool | None = None
@@ -125,6 +127,7 @@ class RayExecutor:
             kwargs["address"] = self.address
         else:
             kwargs["num_cpus"] = self.num_cpus
+            kwargs["num_gpus"] = self.num_gpus
             kwargs["object_store_memory"] = self.object_store_mb * 1024 * 1024
         try:
             ray.init(**kwargs)
