@@ -56,7 +56,8 @@ def _run_with_progress(*, progress_to_stderr: bool = False, **kwargs: Any) -> An
                     f"round {ev.round}/{max_rounds}: {ev.stage} ..." if ev.round else f"{ev.stage} ..."
                 )
             elif ev.kind == "round":
-                mark = "[green]✓[/]" if ev.success else "[red]✗[/]"
+                unverified = "GPU stages not run" in ev.outcome
+                mark = "[green]✓[/]" if ev.success else ("[yellow]?[/]" if unverified else "[red]✗[/]")
                 out.print(f"round {ev.round}: {mark} {ev.outcome}", markup=True, highlight=False)
 
         return run_task(on_event=on_event, **kwargs)
