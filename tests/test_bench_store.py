@@ -100,3 +100,42 @@ def test_report_and_export_on_a_folder_without_a_bench(tmp_path):
     for args in (["report", str(tmp_path)], ["export", "fixit", str(tmp_path)]):
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2 and "holds no bench database" in " ".join(res.output.split())
+
+
+class RecordingRetriever:
+    """A retriever double that finds nothing and records what it was asked (from several threads)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    def version_for_arch(self, arch: str) -> str:
+        return "9.1"
+
+    def search(self, query, k=5, *, version=None, sources=None, exclude_sections=()):
+        self.calls.append((query, version))
+        return []
+
+
+def test_retrieval_conditions_share_one_retriever_or_refuse_to_start(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXRAG_NO_GPU", "1")
+    from ptxrag.sandbox import toolchain
+
+    toolchain.detect_gpu.cache_clear()
+    replays = replay_dir(tmp_path / "replays")
+    spec = BenchSpec(
+        tasks=["warp-elect-sum"], models=[f"replay:{replays}"], conditions=["rag", "hardware"], samples=2
+    )
+    # no index in this PTXRAG_HOME: refused before any episode starts, and nothing recorded as run
+    monkeypatch.setenv("PTXRAG_HOME", str(tmp_path / "empty-home"))
+    with pytest.raises(BenchConfigError, match="a condition retrieves, but: .*ptxrag index"):
+        run_bench(spec, tmp_path / "out")
+    with BenchStore(tmp_path / "out") as store:
+        assert {e.status for e in store.episodes()} == {"pending"}
+    retriever = RecordingRetriever()
+    summary = run_bench(spec, tmp_path / "out", retriever=retriever, workers=4)
+    assert summary.complete and summary.done == 4
+    # two rag episodes, each retrieving in both of its rounds, all against the task's manual version
+    assert retriever.calls and {v for _, v in retriever.calls} == {"9.1"}
+    with BenchStore(tmp_path / "out") as store:
+        rag = [e for e in store.episodes() if e.condition == "rag"]
+        assert len(rag) == 2 and {e.rounds_used for e in rag} == {2}

@@ -64,7 +64,7 @@ def _reprice(rows: list[EpisodeRow], prices: PriceTable) -> list[EpisodeRow]:
     return out
 
 
-def _labelled(rows: list[EpisodeRow]) -> list[EpisodeRow]:
+def short_models(rows: list[EpisodeRow]) -> list[EpisodeRow]:
     """Short model names for tables (``replay:/long/path`` -> ``replay:dir``), unless two would clash."""
     labels = {m: model_label(m) for m in {r.model for r in rows}}
     if len(set(labels.values())) < len(labels):
@@ -164,7 +164,7 @@ def build_report(
         rounds = store.rounds(light=True)
     if prices is not None:
         all_rows = _reprice(all_rows, prices)
-    all_rows = _labelled(all_rows)
+    all_rows = short_models(all_rows)
     done = [r for r in all_rows if r.status == "done"]
     doc = Document(f"ptxrag study report: {out.name}")
     doc.sections.append(_study_section(out, all_rows, done))

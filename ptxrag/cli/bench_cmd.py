@@ -27,11 +27,11 @@ def _expand_tasks(names: list[str]) -> list[str]:
 
 def _summary_table(out: Path) -> Table:
     from ptxrag.bench.metrics import aggregate
-    from ptxrag.bench.report import pct
+    from ptxrag.bench.report import pct, short_models
     from ptxrag.bench.store import BenchStore
 
     with BenchStore(out, create=False) as store:
-        rows = [r for r in store.episodes() if r.status == "done"]
+        rows = short_models([r for r in store.episodes() if r.status == "done"])
     t = Table(title="finished episodes by condition and model", header_style="bold")
     for col in (
         "condition",
@@ -61,7 +61,7 @@ def bench_cmd(
     ],
     conditions: Annotated[
         list[str] | None,
-        typer.Option("--conditions", help="condition names or .toml files [default: rag+templates]"),
+        typer.Option("--conditions", help="condition names or .toml files (default: rag+templates)"),
     ] = None,
     samples: Annotated[int, typer.Option(help="episodes per (task, model, condition)")] = 1,
     max_rounds: Annotated[int, typer.Option(help="round limit per episode")] = 8,
