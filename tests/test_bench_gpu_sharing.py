@@ -101,7 +101,8 @@ class RecordingGpu:
                 self.inside -= 1
 
 
-def test_staged_evaluator_sends_only_cpu_passes_to_the_gpu_one_at_a_time(tmp_path):
+def test_staged_evaluator_sends_only_cpu_passes_to_the_gpu_one_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXRAG_HOME", str(tmp_path / "home"))  # an empty compile cache
     task = load_task("warp-elect-sum")
     replies = [extract_code(r["text"]).code for r in tomllib.loads(FIXTURE.read_text())["reply"]]
     static_fail, good = replies
@@ -114,17 +115,22 @@ def test_staged_evaluator_sends_only_cpu_passes_to_the_gpu_one_at_a_time(tmp_pat
     def run(name: str, src: str) -> None:
         results[name] = ev.evaluate(task, src)
 
-    threads = [threading.Thread(target=run, args=a) for a in
-               [("static_fail", static_fail), ("good", good), ("broken", broken), ("variant", variant)]]  # fmt: skip
+    # the twins first: with two slots they would compile side by side if nothing stopped them
+    jobs = [("static_fail", static_fail), ("static_fail_again", static_fail), ("good", good),
+            ("broken", broken), ("variant", variant)]  # fmt: skip
+    threads = [threading.Thread(target=run, args=a) for a in jobs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sorted(gpu.seen) == sorted([good, variant]) and gpu.peak == 1
-    assert ev.cpu_evaluations == 4 and ev.gpu_evaluations == 2
+    assert ev.cpu_evaluations == 5 and ev.gpu_evaluations == 2
     assert results["good"].gpu == "double" and results["variant"].gpu == "double"  # type: ignore[attr-defined]
     assert results["broken"].compile.status == "failed" and results["broken"].gpu is None  # type: ignore[attr-defined]
-    assert results["static_fail"].static.status == "failed"  # type: ignore[attr-defined]
+    twins = [results[k] for k in ("static_fail", "static_fail_again")]
+    assert all(r.static.status == "failed" for r in twins)  # type: ignore[attr-defined]
+    # the same source twice at once: compiled once, the other waited and read the cache
+    assert sorted(r.compile.cache_hit for r in twins) == [False, True]  # type: ignore[attr-defined]
 
 
 def test_without_a_gpu_the_cpu_pass_is_the_whole_evaluation(monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import tempfile
@@ -90,11 +91,19 @@ class StagedEvaluator:
         self.compile_slots = max(1, compile_slots or os.cpu_count() or 1)
         self._slots = threading.BoundedSemaphore(self.compile_slots)
         self._count_lock = threading.Lock()
+        self._same_source: dict[str, threading.Lock] = {}
         self.cpu_evaluations = 0
         self.gpu_evaluations = 0
 
+    def _source_lock(self, task: TaskSpec, source: str) -> threading.Lock:
+        key = hashlib.sha256(f"{task.id}\0{task.gencode}\0{source}".encode()).hexdigest()
+        with self._count_lock:
+            return self._same_source.setdefault(key, threading.Lock())
+
     def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport:
-        with self._slots:
+        # Identical candidates (samples of a deterministic model, a replay under several conditions) are
+        # compiled once: the second waits and hits the compile cache instead of racing the first to fill it.
+        with self._source_lock(task, source), self._slots:
             first = self.cpu.evaluate(task, source)
         with self._count_lock:
             self.cpu_evaluations += 1
