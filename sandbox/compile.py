@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -187,7 +188,7 @@ def compile_candidate(
                 toolchain=tc.nvcc_version,
                 wall_s=time.monotonic() - t0,
             )
-        tmp_entry = entry.with_name(entry.name + f".tmp{os.getpid()}")
+        tmp_entry = entry.with_name(entry.name + f".tmp{os.getpid()}-{threading.get_ident()}")
         tmp_entry.mkdir(parents=True, exist_ok=True)
         shutil.copy2(lib, tmp_entry / LIB_NAME)
         (tmp_entry / SOURCE_NAME).write_text(source)
