@@ -18,7 +18,7 @@ $(BIN)/ptxrag: pyproject.toml
 install: $(BIN)/ptxrag
 
 demo: $(BIN)/ptxrag
-	$(BIN)/ptxrag sandbox check --task warp-reduce-redux
+	$(BIN)/ptxrag demo
 
 test: $(BIN)/ptxrag
 	$(BIN)/python -m pytest -q
