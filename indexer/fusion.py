@@ -35,8 +35,9 @@ class FusionWeights(BaseModel):
     dense: float = Field(1.0, ge=0)
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
-    method: str = Field("rrf", description="rrf (ranks) or score (max-normalised scores)")
-    stub_factor: float = Field(1.0, ge=0, le=1, description="fused-score factor of stub sections")
+    stub_factor: float = Field(
+        0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"
+    )
 
 
 def _ranks(cands: list[Candidate], attr: str) -> dict[tuple[str, str], int]:
@@ -53,24 +54,13 @@ def fuse(
     best = 1.0 / (w.rrf_k + 1)
     attrs = ("lexical", "title", "dense")
     ranks = {attr: _ranks(cands, attr) for attr in attrs}
-    lo: dict[str, float] = {}
-    hi: dict[str, float] = {}
-    for attr in attrs:
-        vals = [getattr(c, attr) for c in cands if getattr(c, attr) is not None]
-        lo[attr] = min(vals) if (vals and attr == "dense") else 0.0
-        hi[attr] = max(vals) if vals else 1.0
     out = []
     for c in cands:
         fused = 0.0
         for attr in attrs:
-            if w.method == "rrf":
-                r = ranks[attr].get(c.key)
-                if r is not None:
-                    fused += getattr(w, attr) / (w.rrf_k + r) / best
-            else:
-                v = getattr(c, attr)
-                if v is not None and hi[attr] > lo[attr]:
-                    fused += getattr(w, attr) * (v - lo[attr]) / (hi[attr] - lo[attr])
+            r = ranks[attr].get(c.key)
+            if r is not None:
+                fused += getattr(w, attr) / (w.rrf_k + r) / best
         fused /= total_w  # 1.0 = first on every signal
         if c.stub:
             fused *= w.stub_factor

@@ -37,6 +37,10 @@ from .text import arch_key, tokenize, version_key
 DENSE_CANDIDATES = 48
 #: a section with subsections and less text than this of its own is a stub (an introduction)
 STUB_CHARS = 300
+#: collections with at most this many chunks are scanned exactly instead of through HNSW
+EXACT_SCAN_MAX = 512
+#: query embeddings remembered per retriever
+QUERY_CACHE = 512
 
 
 @dataclass
@@ -52,6 +56,9 @@ class _Loaded:
     stubs: set[int] = field(default_factory=set)
     """rows of sections with subsections and little text of their own"""
     chroma: Any = None
+    vectors: np.ndarray | None = None
+    """chunk embeddings of a small collection, for an exact scan"""
+    vector_ids: list[str] = field(default_factory=list)
     defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -91,6 +98,7 @@ class Retriever:
         self._entries: dict[str, CollectionEntry] = dict(manifest.collections)
         self._loaded: dict[str, _Loaded] = {}
         self._embedder: Embedder | None = None
+        self._query_cache: dict[str, np.ndarray] = {}
 
     # --- catalogue ------------------------------------------------------------------------------------
     def versions(self, source: str = MANUAL_SOURCE) -> list[str]:
@@ -164,6 +172,16 @@ class Retriever:
             self._embedder = Embedder(self.spec)
         return self._embedder
 
+    def _query_vector(self, query: str) -> np.ndarray:
+        """Query embeddings, remembered (agents repeat queries across rounds)."""
+        vec = self._query_cache.get(query)
+        if vec is None:
+            vec = self.embedder().encode_query(query)
+            if len(self._query_cache) >= QUERY_CACHE:
+                self._query_cache.pop(next(iter(self._query_cache)))
+            self._query_cache[query] = vec
+        return vec
+
     def _keys(self, version: str | None, sources: Iterable[str] | None) -> list[str]:
         wanted = list(sources) if sources is not None else [MANUAL_SOURCE, *KNOWLEDGE_SOURCES]
         known = set(self.sources())
@@ -206,7 +224,7 @@ class Retriever:
         if k < 1:
             raise IndexerError(f"k must be at least 1, got {k}")
         keys = self._keys(version, sources)
-        qvec = self.embedder().encode_query(query)
+        qvec = self._query_vector(query)
         tokens = tokenize(query)
         excluded = set(exclude_sections)
         candidates: list[Candidate] = []
@@ -245,17 +263,31 @@ class Retriever:
             for row in top:
                 if scores[row] > 0:
                     setattr(cand(int(row)), attr, float(scores[row]))
-        chroma = self._chroma(loaded)
-        n = min(DENSE_CANDIDATES, loaded.entry.chunks)
-        res = chroma.query(query_embeddings=[qvec], n_results=n, include=["distances"])
-        for cid, dist in zip(res["ids"][0], res["distances"][0], strict=True):
+        for cid, sim in self._dense(loaded, qvec):
             row = loaded.chunk_section.get(cid)
             if row is None:
                 continue
-            sim = 1.0 - float(dist)
             c = cand(row)
             c.dense = max(c.dense, sim) if c.dense is not None else sim
         return [c for row, c in out.items() if loaded.sections[row].number not in excluded]
+
+    def _dense(self, loaded: _Loaded, qvec: np.ndarray) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity) of the nearest chunks. Chroma's HNSW index answers for large
+        collections; a small one (the knowledge pack) is scanned exactly from its vectors, read from Chroma
+        once: for a few dozen vectors that is exact and avoids a millisecond of per-call overhead."""
+        n = min(DENSE_CANDIDATES, loaded.entry.chunks)
+        if loaded.entry.chunks <= EXACT_SCAN_MAX:
+            if loaded.vectors is None:
+                got = self._chroma(loaded).get(include=["embeddings"])
+                loaded.vector_ids = list(got["ids"])
+                loaded.vectors = np.asarray(got["embeddings"], dtype=np.float32)
+            if not loaded.vector_ids:
+                return []
+            sims = loaded.vectors @ qvec
+            top = np.argsort(-sims)[:n]
+            return [(loaded.vector_ids[i], float(sims[i])) for i in top]
+        res = self._chroma(loaded).query(query_embeddings=[qvec], n_results=n, include=["distances"])
+        return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
     def _hit(self, loaded: _Loaded, row: int, score: float) -> Hit:
         s = loaded.sections[row]

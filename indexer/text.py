@@ -50,26 +50,35 @@ def clean_inline(text: str) -> str:
     return text.replace("\uf0c1", "").replace("¶", "")
 
 
+def _clean_prose(lines: list[str]) -> list[str]:
+    """Prose lines cleaned together, so a link whose text wraps onto the next line is still unwrapped."""
+    kept = [ln for ln in lines if ln.strip().lower() not in _NOISE_LINES]
+    out = []
+    for raw, cleaned in zip(kept, clean_inline("\n".join(kept)).split("\n"), strict=False):
+        if cleaned.strip() or not raw.strip():  # a line that held only an image or permalink goes
+            out.append(cleaned.rstrip())
+    return out
+
+
 def clean_markdown(text: str) -> str:
     """Clean a Markdown body: navigation noise out; code blocks kept verbatim and whole; blank runs
     collapsed. The result is still Markdown (``` fences and | tables |)."""
     out: list[str] = []
+    prose: list[str] = []
     in_code = False
     for raw in text.splitlines():
         line = raw.rstrip()
         if _FENCE.match(line):
+            if not in_code:
+                out.extend(_clean_prose(prose))
+                prose = []
             in_code = not in_code
             out.append(line.strip())
-            continue
-        if in_code:
+        elif in_code:
             out.append(line)
-            continue
-        if line.strip().lower() in _NOISE_LINES:
-            continue
-        cleaned = clean_inline(line)
-        if not cleaned.strip() and line.strip():
-            continue  # the line held only an image or a permalink
-        out.append(cleaned)
+        else:
+            prose.append(line)
+    out.extend(_clean_prose(prose))
     if in_code:
         out.append("```")
     return collapse_blank_lines("\n".join(out))
