@@ -66,7 +66,11 @@ def _knowledge_sources(
     out = []
     for source, group in sorted(group_by_source(docs).items()):
         sections = [as_section(d) for d in group]
-        out.append(_Pending(source, BUNDLED_VERSION, content_hash(group), lambda s=sections: s, []))
+
+        def load(secs: list[Section] = sections) -> list[Section]:
+            return secs
+
+        out.append(_Pending(source, BUNDLED_VERSION, content_hash(group), load, []))
     return out, True
 
 

@@ -102,8 +102,9 @@ class Embedder:
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
         )
-        self.dimension = int(dim() or 0)
-        self.max_tokens = int(self._model.max_seq_length)
+        size: Any = dim()
+        self.dimension = int(size) if size else 0
+        self.max_tokens = int(self._model.max_seq_length or 0)
 
     def _encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         import torch
@@ -143,7 +144,9 @@ def describe(spec: ModelSpec) -> dict[str, str]:
 
 
 def same_model(a: dict[str, str] | None, b: ModelSpec) -> bool:
-    return bool(a) and a.get("name") == b.name and a.get("fingerprint") == b.fingerprint
+    if not a:
+        return False
+    return a.get("name") == b.name and a.get("fingerprint") == b.fingerprint
 
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "ModelSpec", "Progress", "describe", "resolve_model", "same_model"]

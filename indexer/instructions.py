@@ -4,8 +4,9 @@ query name matches a section (exact, a more specific variant of a defined name, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .text import unique
 
@@ -15,6 +16,8 @@ _NAME_IN_TEXT = re.compile(r"(?<![\w.%:])[%.]?[a-z][a-z0-9_]*(?:(?:\.|::)[a-z0-9
 _QUALIFIER = re.compile(r"::[a-z0-9_]+")
 _TITLE_HEAD = re.compile(r"instructions?|directives?|special registers?", re.IGNORECASE)
 _SPLIT = re.compile(r"\s*(?:,|/|\band\b)\s*")
+
+K = TypeVar("K", bound=Hashable)
 
 #: PTX mnemonics that are also everyday words: in a query they count as a name only when quoted or dotted
 #: ("redux.sync add min max" asks about redux.sync, not about add)
@@ -148,7 +151,7 @@ def names_in_query(query: str, vocabulary: Iterable[str]) -> list[QueryName]:
     return list(found.values())
 
 
-def _is_family(name: str, defines: Mapping[str, Iterable[str]], owners: list[str]) -> bool:
+def _is_family(name: str, defines: Mapping[K, Iterable[str]], owners: list[K]) -> bool:
     """True when sections other than ``owners`` define names of the ``name.`` family."""
     prefix = name + "."
     return any(
@@ -156,14 +159,14 @@ def _is_family(name: str, defines: Mapping[str, Iterable[str]], owners: list[str
     )
 
 
-def match_sections(qnames: Iterable[QueryName], defines: Mapping[str, Iterable[str]]) -> dict[str, float]:
+def match_sections(qnames: Iterable[QueryName], defines: Mapping[K, Iterable[str]]) -> dict[K, float]:
     """Bonus per key of ``defines`` (a section or document id -> names it defines).
 
     For each query name, the sections that define it exactly score its weight; if none does, the
     sections defining the longest name that the query name is a variant of (``mbarrier.try_wait`` for
     ``mbarrier.try_wait.parity``) score 0.9 x its weight. A family name (``wgmma``, or a bare ``mbarrier``
     that other sections extend) scores nothing: lexical and dense search handle it."""
-    bonus: dict[str, float] = {}
+    bonus: dict[K, float] = {}
     for q in qnames:
         exact = [key for key, names in defines.items() if q.name in names]
         if exact and q.bare and _is_family(q.name, defines, exact):
@@ -173,13 +176,13 @@ def match_sections(qnames: Iterable[QueryName], defines: Mapping[str, Iterable[s
                 bonus[key] = bonus.get(key, 0.0) + q.weight
             continue
         best_len = 0
-        best: list[str] = []
+        best: list[K] = []
         for key, names in defines.items():
             for d in names:
                 if q.name.startswith(d + ".") and len(d) >= best_len:
                     if len(d) > best_len:
                         best_len, best = len(d), []
                     best.append(key)
-        for key in unique(best):
-            bonus[key] = bonus.get(key, 0.0) + 0.9 * q.weight
+        for owner in dict.fromkeys(best):
+            bonus[owner] = bonus.get(owner, 0.0) + 0.9 * q.weight
     return bonus

@@ -66,15 +66,15 @@ def assemble(
         title_names = names_in_title(raw.title)
         defines[n] = unique([*title_names, *syntax_variants(raw.body, title_names)])
     families = {d.lstrip("%.").split(".", 1)[0] for names in defines.values() for d in names}
-    sections = []
+    sections: list[Section] = []
     for n in numbers:
         raw = merged[n]
-        parents = []
-        p = parent_number(n)
-        while p is not None:
-            if p in merged:
-                parents.append(p)
-            p = parent_number(p)
+        parents: list[str] = []
+        up = parent_number(n)
+        while up is not None:
+            if up in merged:
+                parents.append(up)
+            up = parent_number(up)
         body = collapse_blank_lines(raw.body)
         mentions = [m for m in names_in_text(body, families) if m not in defines[n]]
         sections.append(
