@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -153,6 +154,17 @@ def test_version_for_arch(retriever: Retriever) -> None:
         retriever.version_for_arch("sm_999")
     with pytest.raises(IndexerError, match="not a target architecture"):
         retriever.version_for_arch("gfx90a")
+
+
+def test_query_embedding_matches_batch_embedding(retriever: Retriever) -> None:
+    e = retriever.embedder()
+    queries = ["mbarrier.try_wait.parity", "how many warps form a warpgroup", "x"]
+    batch = e.encode(queries)
+    assert batch.shape == (3, 384) and batch.dtype == np.float32
+    assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    for q, row in zip(queries, batch, strict=True):
+        assert float(np.dot(e.encode_query(q), row)) > 0.9999
+    assert float(np.dot(batch[0], batch[1])) < 0.9
 
 
 def test_unchanged_reindex_is_near_instant(indexed_home: Path) -> None:
