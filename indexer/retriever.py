@@ -10,6 +10,7 @@ sections, one hit per section."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,7 @@ class Retriever:
         self._loaded: dict[str, _Loaded] = {}
         self._embedder: Embedder | None = None
         self._query_cache: dict[str, np.ndarray] = {}
+        self._lock = threading.RLock()  # agents search from several threads
 
     # --- catalogue ------------------------------------------------------------------------------------
     def versions(self, source: str = MANUAL_SOURCE) -> list[str]:
@@ -129,6 +131,10 @@ class Retriever:
 
     # --- loading --------------------------------------------------------------------------------------
     def _collection(self, key: str) -> _Loaded:
+        with self._lock:
+            return self._load_collection(key)
+
+    def _load_collection(self, key: str) -> _Loaded:
         loaded = self._loaded.get(key)
         if loaded is None:
             entry = self._entries[key]
@@ -158,6 +164,10 @@ class Retriever:
         return loaded
 
     def _chroma(self, loaded: _Loaded) -> Any:
+        with self._lock:
+            return self._open_chroma(loaded)
+
+    def _open_chroma(self, loaded: _Loaded) -> Any:
         if loaded.chroma is None:
             try:
                 loaded.chroma = self.store.chroma_collection(loaded.entry.physical)
@@ -168,18 +178,20 @@ class Retriever:
         return loaded.chroma
 
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder(self.spec)
-        return self._embedder
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = Embedder(self.spec)
+            return self._embedder
 
     def _query_vector(self, query: str) -> np.ndarray:
         """Query embeddings, remembered (agents repeat queries across rounds)."""
         vec = self._query_cache.get(query)
         if vec is None:
             vec = self.embedder().encode_query(query)
-            if len(self._query_cache) >= QUERY_CACHE:
-                self._query_cache.pop(next(iter(self._query_cache)))
-            self._query_cache[query] = vec
+            with self._lock:
+                while len(self._query_cache) >= QUERY_CACHE:
+                    self._query_cache.pop(next(iter(self._query_cache)))
+                self._query_cache[query] = vec
         return vec
 
     def _keys(self, version: str | None, sources: Iterable[str] | None) -> list[str]:
@@ -278,9 +290,11 @@ class Retriever:
         n = min(DENSE_CANDIDATES, loaded.entry.chunks)
         if loaded.entry.chunks <= EXACT_SCAN_MAX:
             if loaded.vectors is None:
-                got = self._chroma(loaded).get(include=["embeddings"])
-                loaded.vector_ids = list(got["ids"])
-                loaded.vectors = np.asarray(got["embeddings"], dtype=np.float32)
+                with self._lock:
+                    if loaded.vectors is None:
+                        got = self._chroma(loaded).get(include=["embeddings"])
+                        loaded.vector_ids = list(got["ids"])
+                        loaded.vectors = np.asarray(got["embeddings"], dtype=np.float32)
             if not loaded.vector_ids:
                 return []
             sims = loaded.vectors @ qvec

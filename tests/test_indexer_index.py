@@ -10,6 +10,7 @@ import json
 import shutil
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,21 @@ def test_query_embedding_matches_batch_embedding(retriever: Retriever) -> None:
     for q, row in zip(queries, batch, strict=True):
         assert float(np.dot(e.encode_query(q), row)) > 0.9999
     assert float(np.dot(batch[0], batch[1])) < 0.9
+
+
+def test_concurrent_searches_agree_with_sequential(indexed_home: Path, retriever: Retriever) -> None:
+    queries = [
+        "wgmma.fence",
+        "elect.sync",
+        "tensor map swizzling modes",
+        "mapa",
+        "ldmatrix",
+        "redux.sync",
+    ] * 2
+    fresh = Retriever(indexed_home)  # nothing loaded yet: the threads race to load it
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda q: [h.section_number for h in fresh.search(q, 3)], queries))
+    assert got == [[h.section_number for h in retriever.search(q, 3)] for q in queries]
 
 
 def test_unchanged_reindex_is_near_instant(indexed_home: Path) -> None:
