@@ -63,8 +63,14 @@ def _knowledge_sources(
         except ImportError as e:
             skipped.append(f"knowledge pack: ptxrag.corpus is not importable ({e})")
             return [], False
+        except (ValueError, OSError) as e:  # corpus.CorpusError is a ValueError
+            raise IndexerError(f"the knowledge pack cannot be read: {e}") from e
+    try:
+        groups = group_by_source(docs)
+    except ValueError as e:
+        raise IndexerError(str(e)) from e
     out = []
-    for source, group in sorted(group_by_source(docs).items()):
+    for source, group in sorted(groups.items()):
         sections = [as_section(d) for d in group]
 
         def load(secs: list[Section] = sections) -> list[Section]:

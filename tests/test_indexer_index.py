@@ -183,6 +183,16 @@ def test_concurrent_searches_agree_with_sequential(indexed_home: Path, retriever
     assert got == [[h.section_number for h in retriever.search(q, 3)] for q in queries]
 
 
+def test_chroma_collections_use_cosine_like_the_exact_scan(retriever: Retriever) -> None:
+    loaded = retriever._collection("ptx-isa@9.1")
+    chroma = retriever._chroma(loaded)
+    assert chroma.configuration["hnsw"]["space"] == "cosine"
+    q = retriever.embedder().encode_query("phase completion of an mbarrier object")
+    got = chroma.query(query_embeddings=[q], n_results=1, include=["distances", "embeddings"])
+    best = np.asarray(got["embeddings"][0][0], dtype=np.float32)
+    assert abs((1.0 - got["distances"][0][0]) - float(best @ q)) < 1e-3
+
+
 def test_unchanged_reindex_is_near_instant(indexed_home: Path) -> None:
     report = build_index(indexed_home)
     assert {c.action for c in report.collections} == {"unchanged"}
@@ -418,6 +428,12 @@ def test_knowledge_sources_are_their_own_collections(tmp_path: Path) -> None:
     assert r.read_section("hw-test", source="hardware") is not None
     report = build_index(tmp_path, knowledge_documents=docs[:1])
     assert ("hardware", "removed") in {(c.source, c.action) for c in report.collections}
+
+
+def test_unknown_knowledge_source_is_a_clear_error(tmp_path: Path) -> None:
+    doc = _Doc("blog", "post-1", "A post", "text", (), tmp_path / "p.md", ())
+    with pytest.raises(IndexerError, match="unknown source 'blog'"):
+        build_index(tmp_path, knowledge_documents=[doc])
 
 
 def test_retriever_without_an_index(tmp_path: Path) -> None:
