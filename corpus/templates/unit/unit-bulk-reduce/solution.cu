@@ -19,9 +19,10 @@ __global__ void __launch_bounds__(THREADS) col_sums(const float* __restrict__ x,
     part[c] = acc;
   }
   const int bulk = width & ~3;  // whole 16-byte chunks go through the copy engine
-  for (int c = bulk + threadIdx.x; c < width; c += THREADS) atomicAdd(&y[c0 + c], part[c]);
   ptxrag::fence_proxy_async_shared_cta();  // partials written by threads -> read by the bulk reduction
   __syncthreads();
+  // the tail is read by other threads than the ones that wrote it: only after the barrier
+  for (int c = bulk + threadIdx.x; c < width; c += THREADS) atomicAdd(&y[c0 + c], part[c]);
   if (threadIdx.x == 0 && bulk > 0) {
     ptxrag::bulk_reduce_add_f32(y + c0, ptxrag::smem_u32(part), (uint32_t)bulk * 4);
     ptxrag::bulk_commit_group();

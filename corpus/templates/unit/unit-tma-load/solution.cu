@@ -48,7 +48,9 @@ extern "C" int ptxrag_launch(const ptxrag_args* a) {
   int sms = 132;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const int n_tiles = ((rows + BR - 1) / BR) * ((cols + BC - 1) / BC);
-  const int blocks = n_tiles < sms * 4 ? n_tiles : sms * 4;
+  // at most half as many CTAs as tiles, so every CTA with a next tile takes the prefetch path
+  const int half = (n_tiles + 1) / 2;
+  const int blocks = half < sms * 4 ? half : sms * 4;
   scale2d<<<blocks, THREADS, 0, a->stream>>>(xmap, (float*)y.data, rows, cols, (float)a->scalars[0]);
   return (int)cudaGetLastError();
 }
