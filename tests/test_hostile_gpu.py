@@ -12,8 +12,12 @@ import time
 import httpx
 import pytest
 
-from ptxrag.sandbox.service import ServiceClient
-from ptxrag.tasks import load_task
+pytest.importorskip("fastapi", reason="the service needs fastapi, uvicorn and tenacity on the GPU box")
+pytest.importorskip("uvicorn")
+pytest.importorskip("tenacity")
+
+from ptxrag.sandbox.service import ServiceClient  # noqa: E402
+from ptxrag.tasks import load_task  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
