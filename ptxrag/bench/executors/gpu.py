@@ -10,6 +10,7 @@ where the sandbox evaluates them again in full (the compile is then a cache hit)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -82,12 +83,18 @@ class StagedEvaluator:
         gpu_lock: GpuLock | None = None,
     ) -> None:
         self.cpu = Sandbox(config, gpu=False)
+        self._lock_inside = False  # True: the sandbox itself holds the lock around its GPU stages only
         if gpu_sandbox is True:
             gpu = detect_gpu()
-            self.gpu: Evaluator | None = Sandbox(config, gpu=gpu) if gpu is not None else None
+            self.lock = (gpu_lock or GpuLock(visible_gpu_id())) if gpu is not None else None
+            self.gpu: Evaluator | None = None
+            if gpu is not None and self.lock is not None:
+                cfg = dataclasses.replace(config or SandboxConfig(), gpu_lock=self.lock.hold)
+                self.gpu = Sandbox(cfg, gpu=gpu)
+                self._lock_inside = True
         else:
             self.gpu = gpu_sandbox or None
-        self.lock = (gpu_lock or GpuLock(visible_gpu_id())) if self.gpu is not None else None
+            self.lock = (gpu_lock or GpuLock(visible_gpu_id())) if self.gpu is not None else None
         self.compile_slots = max(1, compile_slots or os.cpu_count() or 1)
         self._slots = threading.BoundedSemaphore(self.compile_slots)
         self._count_lock = threading.Lock()
@@ -109,8 +116,13 @@ class StagedEvaluator:
             self.cpu_evaluations += 1
         if self.gpu is None or self.lock is None or first.first_failure is not None:
             return first
-        with self.lock.hold():
-            report = self.gpu.evaluate(task, source)
+        if self._lock_inside:
+            report = self.gpu.evaluate(
+                task, source
+            )  # compile is cached; only the GPU stages wait for the lock
+        else:
+            with self.lock.hold():
+                report = self.gpu.evaluate(task, source)
         with self._count_lock:
             self.gpu_evaluations += 1
         return report
