@@ -176,6 +176,16 @@ def prepare_workdir(workdir: Path, limits: Limits) -> None:
     os.chown(workdir, limits.uid, limits.uid)
 
 
+def _is_zombie(pid: int) -> bool:
+    """Dead but not reaped (its parent, maybe a container's init, has not waited): harmless, unkillable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+        return data[data.rfind(")") + 2 :].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def kill_uid(uid: int) -> int:
     """SIGKILL every process owned by ``uid`` (the sandbox's own uid: nothing else runs as it). Returns count."""
     if uid == 0 or uid == os.geteuid():
@@ -186,7 +196,7 @@ def kill_uid(uid: int) -> int:
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
-                    if entry.stat().st_uid == uid:
+                    if entry.stat().st_uid == uid and not _is_zombie(int(entry.name)):
                         victims.append(int(entry.name))
         if not victims:
             return n

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ptxrag.sandbox.compile import compile_candidate
-from ptxrag.sandbox.containment import Limits, clean_env, describe_exit, run_contained
+from ptxrag.sandbox.containment import Limits, _is_zombie, clean_env, describe_exit, run_contained
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="isolation (dedicated uid, netns) needs root")
 
@@ -69,7 +69,15 @@ def run(launcher):
 
 
 def _uid_procs(uid: int = 64000) -> list[str]:
-    return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and p.stat().st_uid == uid]
+    """Live processes of the sandbox uid (zombies hold nothing and cannot be killed)."""
+    live = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and p.stat().st_uid == uid and not _is_zombie(int(p.name)):
+                live.append(p.name)
+        except OSError:
+            continue
+    return live
 
 
 def _next_run_is_normal(run) -> None:
