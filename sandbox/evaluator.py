@@ -164,12 +164,6 @@ class Sandbox:
             total_wall_s=time.monotonic() - t0,
         )
 
-    def compile_only(self, task: TaskSpec, source: str) -> tuple[CompileResult, StaticResult | None]:
-        comp = compile_candidate(source, task.gencode, timeout_s=self.config.stage_limits.compile_s)
-        if not (comp.ok and comp.library_path):
-            return comp, None
-        return comp, static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
-
     def _gpu_unavailable(self, task: TaskSpec) -> str | None:
         if self._gpu is None:
             return "skipped: no GPU"
@@ -201,24 +195,23 @@ class Sandbox:
                 p.chmod(0o644)
             job = _job(task, lib, ref)
             (work / "job.json").write_text(json.dumps(job))
-            with w:
-                corr = w.correctness(work / "job.json")
-                if not corr.ok:
-                    return (
-                        corr,
-                        skipped("execution", "correctness did not pass"),
-                        skipped(  # type: ignore[return-value]
-                            "timing", "correctness did not pass"
-                        ),
-                    )
-                stage("execution")
-                exe = self._execution(task, work)
-                if not exe.ok:
-                    return corr, exe, skipped("timing", "execution check did not pass")  # type: ignore[return-value]
-                if not self.config.run_timing:
-                    return corr, exe, skipped("timing", "timing disabled")  # type: ignore[return-value]
-                stage("timing")
-                tim = w.timing(task)
+            corr = w.correctness(work / "job.json")
+            if not corr.ok:
+                return (
+                    corr,
+                    skipped("execution", "correctness did not pass"),
+                    skipped(  # type: ignore[return-value]
+                        "timing", "correctness did not pass"
+                    ),
+                )
+            stage("execution")
+            exe = self._execution(task, work)
+            if not exe.ok:
+                return corr, exe, skipped("timing", "execution check did not pass")  # type: ignore[return-value]
+            if not self.config.run_timing:
+                return corr, exe, skipped("timing", "timing disabled")  # type: ignore[return-value]
+            stage("timing")
+            tim = w.timing(task)
             return corr, exe, tim
         finally:
             w.close()
