@@ -236,8 +236,12 @@ class Contained:
         limits: Limits,
         stdout_path: Path,
         pass_fds: tuple[int, ...] = (),
+        sweep_uid: bool = True,
     ) -> None:
         self.limits = limits
+        #: kill every process of ``limits.uid`` on close. Turn it off for a child that shares its uid with another
+        #: child still in use (the ncu launch beside the waiting GPU worker); the last one to close sweeps.
+        self.sweep_uid = sweep_uid
         self.tracked = Tracked()
         prepare_workdir(cwd, limits)
         self._out = open(stdout_path, "wb")  # noqa: SIM115 - closed in close()
@@ -286,7 +290,7 @@ class Contained:
         self._stop.set()
         self._watch.join(timeout=1)
         kill_tree(self.proc.pid, self.tracked.seen)
-        if self.limits.uid is not None and os.geteuid() == 0:
+        if self.sweep_uid and self.limits.uid is not None and os.geteuid() == 0:
             kill_uid(self.limits.uid)  # whatever escaped the session: it still runs as the sandbox's uid
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
@@ -324,9 +328,11 @@ def run_contained(
     limits: Limits,
     timeout_s: float,
     stdout_path: Path,
+    sweep_uid: bool = True,
 ) -> tuple[int | None, Tracked]:
-    """Run to completion (or kill at the deadline). Returns (returncode or None if killed, tracking)."""
-    with Contained(cmd, cwd=cwd, env=env, limits=limits, stdout_path=stdout_path) as c:
+    """Run to completion (or kill at the deadline). Returns (returncode or None if killed, tracking).
+    ``sweep_uid``: see :class:`Contained`."""
+    with Contained(cmd, cwd=cwd, env=env, limits=limits, stdout_path=stdout_path, sweep_uid=sweep_uid) as c:
         try:
             rc = c.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

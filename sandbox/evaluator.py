@@ -239,6 +239,8 @@ class Sandbox:
             limits=self.config.limits,
             timeout_s=self.config.stage_limits.execution_s,
             stdout_path=work / "ncu.log",
+            # the GPU worker runs as the same uid and still has the timing stage to do: its close sweeps the uid
+            sweep_uid=False,
         )
         shown = ["ncu", *cmd[1:-3], "launch_once.py", "launch.json"]
         wall = time.monotonic() - t0
@@ -413,7 +415,10 @@ class _Worker:
         self._wait_ready()
         if self.start_error:
             raise _WorkerDied(self.start_error)
-        os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
+        try:
+            os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
+        except OSError as e:  # EPIPE: the worker is gone (killed, or it exited by itself)
+            raise _WorkerDied(self._death()) from e
         return self._read(timeout_s, doing)
 
     def correctness(self, job: Path) -> CorrectnessResult:

@@ -170,3 +170,28 @@ def test_segfault_and_host_hang_are_reported(run, tmp_path):
     rc, tr, _ = run(_launch("volatile int s = 1; while (s) {} return 0;"), timeout_s=3)
     assert rc is None and "did not finish" in tr.killed_reason
     _next_run_is_normal(run)
+
+
+def test_a_second_child_of_the_same_uid_leaves_the_first_alive(tmp_path):
+    """The evaluator runs the ncu launch as the GPU worker's uid while the worker waits for the timing stage:
+    ending the ncu child must not sweep the uid (that killed the worker on the H200), the worker's own close must."""
+    from ptxrag.sandbox.containment import Contained
+
+    lim = Limits.isolated(64000)
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    first = Contained(["sleep", "60"], cwd=tmp_path / "a", env=clean_env(tmp_path / "a"), limits=lim,
+                      stdout_path=tmp_path / "a" / "out.log")  # fmt: skip
+    try:
+        rc, _ = run_contained(["true"], cwd=tmp_path / "b", env=clean_env(tmp_path / "b"), limits=lim,
+                              timeout_s=10, stdout_path=tmp_path / "b" / "out.log", sweep_uid=False)  # fmt: skip
+        assert rc == 0
+        time.sleep(0.1)
+        assert first.proc.poll() is None, "the sibling's cleanup killed the first child"
+        rc, _ = run_contained(["true"], cwd=tmp_path / "b", env=clean_env(tmp_path / "b"), limits=lim,
+                              timeout_s=10, stdout_path=tmp_path / "b" / "out.log")  # fmt: skip
+        first.proc.wait(timeout=5)  # the default sweep does kill every process of the uid
+        assert first.proc.returncode == -9
+    finally:
+        first.close()
+    assert not _uid_procs()

@@ -67,12 +67,15 @@ def service(tmp_path_factory):
 
 CASES = {
     "kernel-never-ends": (
-        _cand(LAUNCH, KERNEL.replace("int s;", "while (x[0] != 0x7fffffff) {} int s;")),
+        # returns normally: the kernel spins on the GPU and the synchronising check waits for it
+        _cand(LAUNCH + " return 0;", KERNEL.replace("int s;", "while (x[0] != 0x7fffffff) {} int s;")),
         "did not finish",
     ),
     "host-infinite-loop": (_cand("volatile int s = 1; while (s) {} return 0;"), "did not finish"),
     "segfault": (_cand("return *(volatile int*)0;"), "SIGSEGV"),
-    "fork-bomb": (_cand("for (;;) fork(); return 0;"), "process"),
+    # RLIMIT_NPROC of the sandbox uid caps it (fork fails, every copy spins): stopped at the deadline, or by the
+    # watchdog's process count when the cap is above the watchdog's
+    "fork-bomb": (_cand("for (;;) fork(); return 0;"), ("did not finish", "fork bomb")),
     "host-memory": (
         _cand(
             "for (;;) { volatile char* p = (volatile char*)malloc(1 << 30);"
@@ -103,7 +106,8 @@ def test_hostile_candidate_is_contained_and_the_service_keeps_serving(service, c
     print(case, "->", rep.feedback().replace("\n", " | ")[:600])
     assert not rep.success
     if expect:
-        assert expect in rep.feedback()
+        alternatives = (expect,) if isinstance(expect, str) else expect
+        assert any(e in rep.feedback() for e in alternatives), rep.feedback()
     assert client.metrics()["running"] <= 2
     left = []
     for p in os.listdir("/proc"):
