@@ -27,7 +27,8 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 
 // fence.mbarrier_init.release.cluster (9.7.13.4): make prior mbarrier.init operations of this thread visible
 // at cluster scope (to other CTAs of the cluster and to the async proxy, e.g. TMA complete_tx) before they
-// are used. Pair with a cluster barrier (or __syncthreads() when only this CTA uses the barrier).
+// are used. Follow it with cluster_arrive_relaxed() + cluster_wait() (a full cluster_sync() publishes the init
+// by itself); when only this CTA uses the barrier, __syncthreads() after the init is enough.
 __device__ __forceinline__ void fence_mbarrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }

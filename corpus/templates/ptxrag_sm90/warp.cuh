@@ -68,8 +68,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 }
 
 // ---- elect.sync ----------------------------------------------------------------------------------------------
-// True in exactly one thread of `mask` (deterministic leader, 9.7.13.14). Every thread in `mask` must execute it
-// (it waits for all of them); the caller must itself be in `mask`.
+// True in exactly one lane of `mask`, a mask of this warp's lanes (deterministic leader, 9.7.13.14): one leader
+// per warp, so a warpgroup that executes it gets four leaders. Every thread in `mask` must execute it (it waits
+// for all of them); the caller must itself be in `mask`.
 __device__ __forceinline__ bool elect_sync(uint32_t mask = 0xffffffffu) {
   uint32_t is_leader;
   asm volatile(
