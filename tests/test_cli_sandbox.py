@@ -45,3 +45,14 @@ def test_tasks_list_and_show():
     assert "warp-reduce-redux" in {t["id"] for t in json.loads(res.output)}
     res = runner.invoke(app, ["tasks", "show", "bulk-copy-scale"])
     assert res.exit_code == 0 and "cp.async.bulk" in res.output
+
+
+def test_tasks_validate_prints_tables_and_saves_json(tmp_path):
+    out = tmp_path / "v.json"
+    res = runner.invoke(app, ["tasks", "validate", "warp-reduce-redux", "--save-json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "reference solutions" in res.output and "negative controls" in res.output
+    (doc,) = json.loads(out.read_text())
+    assert doc["task"] == "warp-reduce-redux" and len(doc["controls"]) == 5
+    static = {c["file"]: c for c in doc["controls"] if c["must_fail_at"] == "static"}
+    assert static and all(c["failed_at"] == "static" and c["verdict"] == "ok" for c in static.values())

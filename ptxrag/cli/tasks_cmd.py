@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -84,6 +85,9 @@ def validate(
         float, typer.Option(help="seconds per GPU stage (hung controls take this long)")
     ] = 60.0,
     json_out: Annotated[bool, typer.Option("--json", help="write the full result as JSON to stdout")] = False,
+    save_json: Annotated[
+        Path | None, typer.Option("--save-json", help="also write the full result as JSON to this file")
+    ] = None,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
     from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
@@ -103,34 +107,36 @@ def validate(
     for task in tasks:
         with console.status(task.id) as st:
             results.append(validate_task(task, sandbox, on_progress=lambda m, st=st: st.update(m)))
-    if json_out:
-        print(
-            json.dumps(
-                [
-                    {
-                        "task": v.task.id,
-                        "ok": v.ok,
-                        "reference_verdict": v.reference_verdict,
-                        "reference": v.reference.model_dump(mode="json"),
-                        "controls": [
-                            {
-                                "file": c.file,
-                                "must_fail_at": c.must_fail_at,
-                                "failed_at": c.failed_at,
-                                "verdict": c.verdict,
-                                "message": c.message,
-                            }
-                            for c in v.controls
-                        ],
-                    }
-                    for v in results
-                ],
-                indent=2,
-            )
+    if json_out or save_json:
+        doc = json.dumps(
+            [
+                {
+                    "task": v.task.id,
+                    "ok": v.ok,
+                    "reference_verdict": v.reference_verdict,
+                    "reference": v.reference.model_dump(mode="json"),
+                    "controls": [
+                        {
+                            "file": c.file,
+                            "must_fail_at": c.must_fail_at,
+                            "failed_at": c.failed_at,
+                            "verdict": c.verdict,
+                            "message": c.message,
+                        }
+                        for c in v.controls
+                    ],
+                }
+                for v in results
+            ],
+            indent=2,
         )
-        if not all(v.ok for v in results):
-            raise typer.Exit(1)
-        return
+        if save_json:
+            save_json.write_text(doc + "\n")
+        if json_out:
+            print(doc)
+            if not all(v.ok for v in results):
+                raise typer.Exit(1)
+            return
     t = Table(title="reference solutions", header_style="bold")
     for col in (
         "task",
