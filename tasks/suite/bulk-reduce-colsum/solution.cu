@@ -1,13 +1,13 @@
 // Reference solution: CTA (strip, chunk) sums rows [chunk * rows_per, ...) of a 1024-column strip, one float4
 // column group per thread with four independent loads in flight; the 4 KB of partial sums go to shared memory
 // and thread 0 adds them to y with one cp.reduce.async.bulk (.add.f32). y is zeroed first on the stream.
+// The fence and bulk-reduction PTX comes from the ptxrag_sm90.cuh template header (namespace ptxrag).
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 256;
 constexpr int STRIP = THREADS * 4;  // columns per CTA
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void add4(float4& a, const float4& b) {
   a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
@@ -39,14 +39,13 @@ __global__ void __launch_bounds__(THREADS) colsum(const float* __restrict__ x, f
   add4(acc[2], acc[3]);
   add4(acc[0], acc[2]);
   part[threadIdx.x] = acc[0];
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the bulk engine reads what we just wrote
+  ptxrag::fence_proxy_async_shared_cta();  // the bulk engine reads what we just wrote
   __syncthreads();
   if (threadIdx.x == 0) {
     const long long width = cols - c0 < STRIP ? cols - c0 : STRIP;  // a multiple of 4 floats = 16 bytes
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
-                 :: "l"(y + c0), "r"(smem_u32(part)), "r"((uint32_t)(width * 4)) : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // shared memory must outlive the read
+    ptxrag::bulk_reduce_add_f32(y + c0, ptxrag::smem_u32(part), (uint32_t)(width * 4));
+    ptxrag::bulk_commit_group();
+    ptxrag::bulk_wait_group_read<0>();  // shared memory must outlive the read
   }
 }
 

@@ -2,8 +2,11 @@
 // accumulators, bf16 C. 128 x 128 CTA tiles, k-blocks of 32, a 4-stage cp.async ring in padded shared
 // memory (rows of 40 bf16, so ldmatrix row addresses hit distinct banks), ldmatrix.x4 fragments and
 // mma.sync m16n8k16. Eight warps in a 2 x 4 grid, each computing 64 x 32. Out-of-range rows and k-chunks are
-// zero-filled by cp.async's src-size operand.
+// zero-filled by cp.async's src-size operand. ldmatrix and smem_u32 come from the ptxrag_sm90.cuh template
+// header (its sm_90a-only wrappers are never called, so it also builds for plain sm_90); cp.async and mma.sync
+// have no wrapper there and stay local asm.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -11,15 +14,13 @@ constexpr int BM = 128, BN = 128, BK = 32, STAGES = 4, PITCH = BK + 8, THREADS =
 constexpr int TILE_ELEMS = BM * PITCH;  // one operand tile of one stage (BM == BN)
 constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
+// ptxrag::ldmatrix_x4 into a fragment array
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  ptxrag::ldmatrix_x4(addr, r[0], r[1], r[2], r[3]);
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -38,8 +39,8 @@ __device__ __forceinline__ void load_stage(__nv_bfloat16* As, __nv_bfloat16* Bs,
     const int r = chunk / 4, kc = (chunk % 4) * 8;
     const bool kin = k0 + kc < K;
     const bool a_ok = kin && m0 + r < M, b_ok = kin && n0 + r < N;
-    cp_async16(smem_u32(As + r * PITCH + kc), a_ok ? A + (size_t)(m0 + r) * K + k0 + kc : A, a_ok);
-    cp_async16(smem_u32(Bs + r * PITCH + kc), b_ok ? B + (size_t)(n0 + r) * K + k0 + kc : B, b_ok);
+    cp_async16(ptxrag::smem_u32(As + r * PITCH + kc), a_ok ? A + (size_t)(m0 + r) * K + k0 + kc : A, a_ok);
+    cp_async16(ptxrag::smem_u32(Bs + r * PITCH + kc), b_ok ? B + (size_t)(n0 + r) * K + k0 + kc : B, b_ok);
   }
 }
 
@@ -79,11 +80,11 @@ __global__ void __launch_bounds__(THREADS) gemm(const __nv_bfloat16* __restrict_
       uint32_t af[4][4], bf[2][4];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(af[i], smem_u32(as + (wm * 64 + i * 16 + lane % 16) * PITCH + kk + (lane / 16) * 8));
+        ldmatrix_x4(af[i], ptxrag::smem_u32(as + (wm * 64 + i * 16 + lane % 16) * PITCH + kk + (lane / 16) * 8));
 #pragma unroll
       for (int p = 0; p < 2; ++p)  // n-blocks 2p and 2p+1: {b0, b1} of each
-        ldmatrix_x4(bf[p], smem_u32(bs + (wn * 32 + p * 16 + (lane / 16) * 8 + lane % 8) * PITCH + kk +
-                                    ((lane / 8) % 2) * 8));
+        ldmatrix_x4(bf[p], ptxrag::smem_u32(bs + (wn * 32 + p * 16 + (lane / 16) * 8 + lane % 8) * PITCH + kk +
+                                            ((lane / 8) % 2) * 8));
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll

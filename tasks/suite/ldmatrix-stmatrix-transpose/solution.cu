@@ -3,12 +3,12 @@
 // groups of four 8x8 blocks: ldmatrix.x4.trans hands every thread transposed fragments of input blocks
 // (bi, bj..bj+3), and stmatrix.x4 writes them as output blocks (bj..bj+3, bi) of a second padded tile, which
 // leaves with 16-byte coalesced stores. Edges are handled per 16-byte vector (rows and cols are multiples of 8).
+// ldmatrix/stmatrix are the ptxrag_sm90.cuh wrappers (ptxrag::ldmatrix_x4_trans, ptxrag::stmatrix_x4).
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int T = 64, PITCH = T + 8, THREADS = 256;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 __global__ void __launch_bounds__(THREADS) transpose(const uint16_t* __restrict__ x, uint16_t* __restrict__ y,
                                                      int rows, int cols) {
@@ -31,12 +31,8 @@ __global__ void __launch_bounds__(THREADS) transpose(const uint16_t* __restrict_
     const int bi = op / 2, bj = (op % 2) * 4;  // input blocks (bi, bj + k), k = 0..3
     const int k = lane / 8, rr = lane % 8;     // lanes 8k..8k+7 give the row addresses of block k
     uint32_t f0, f1, f2, f3;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(f0), "=r"(f1), "=r"(f2), "=r"(f3)
-                 : "r"(smem_u32(tin + (bi * 8 + rr) * PITCH + (bj + k) * 8)));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
-                 :: "r"(smem_u32(tout + ((bj + k) * 8 + rr) * PITCH + bi * 8)), "r"(f0), "r"(f1), "r"(f2), "r"(f3)
-                 : "memory");
+    ptxrag::ldmatrix_x4_trans(ptxrag::smem_u32(tin + (bi * 8 + rr) * PITCH + (bj + k) * 8), f0, f1, f2, f3);
+    ptxrag::stmatrix_x4(ptxrag::smem_u32(tout + ((bj + k) * 8 + rr) * PITCH + bi * 8), f0, f1, f2, f3);
   }
   __syncthreads();
 #pragma unroll

@@ -2,8 +2,10 @@
 // partial per CTA to the workspace; it signals griddepcontrol.launch_dependents at once, so kernel 2 (launched
 // with programmatic stream serialization) can be scheduled as kernel 1's CTAs drain. Kernel 2 loads its
 // first x vectors, then griddepcontrol.wait (kernel 1 complete and its writes visible), folds the partials in
-// double precision, and scales.
+// double precision, and scales. griddepcontrol comes from the ptxrag_sm90.cuh template header
+// (ptxrag::griddep_launch_dependents, ptxrag::griddep_wait).
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 512;
@@ -22,7 +24,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 __global__ void __launch_bounds__(THREADS) partial_squares(const float* __restrict__ x, float* __restrict__ part,
                                                            long long n) {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  ptxrag::griddep_launch_dependents();
   __shared__ float scratch[THREADS / 32];
   const long long n4 = n / 4, stride = (long long)gridDim.x * THREADS;
   const long long gtid = blockIdx.x * (long long)THREADS + threadIdx.x;
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(THREADS) scale(const float* __restrict__ x, co
     const long long i = gtid + j * stride;
     pre[j] = i < n4 ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // kernel 1 has completed; its partials are visible
+  ptxrag::griddep_wait();  // kernel 1 has completed; its partials are visible
   double acc = 0.0;
   for (int p = threadIdx.x; p < n_part; p += THREADS) acc += (double)part[p];
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);

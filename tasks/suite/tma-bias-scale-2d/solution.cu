@@ -2,8 +2,10 @@
 // buffers filled with TMA tensor loads (one mbarrier per buffer, prefetching 3 tiles ahead); all threads
 // compute y = alpha * x + b in place; after fence.proxy.async thread 0 writes the tile back with a TMA tensor
 // store, one bulk group per tile. A buffer is refilled only after the store reading it has finished
-// reading it (cp.async.bulk.wait_group.read 1: the newest store may still be in flight).
+// reading it (cp.async.bulk.wait_group.read 1: the newest store may still be in flight). The PTX wrappers and
+// the tensor-map encoding come from the ptxrag_sm90.cuh template header.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cstdint>
@@ -16,25 +18,16 @@ constexpr uint32_t TILE_FLOATS = BOX_C * BOX_R;
 constexpr uint32_t TILE_BYTES = TILE_FLOATS * 4;
 constexpr int SMEM_BYTES = STAGES * TILE_BYTES;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
-      :: "r"(bar), "r"(parity) : "memory");
-}
-
+// arm the stage's mbarrier for one full tile, then issue the TMA load that completes on it
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c, int r, uint32_t bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(TILE_BYTES) : "memory");
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-      :: "r"(dst), "l"(map), "r"(c), "r"(r), "r"(bar) : "memory");
+  ptxrag::mbarrier_arrive_expect_tx(bar, TILE_BYTES);
+  ptxrag::tma_load_2d(dst, map, c, r, bar);
 }
 
+// TMA store of one tile as its own bulk group
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, int c, int r, uint32_t src) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
-               :: "l"(map), "r"(c), "r"(r), "r"(src) : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  ptxrag::tma_store_2d(map, c, r, src);
+  ptxrag::bulk_commit_group();
 }
 
 __global__ void __launch_bounds__(THREADS) bias_scale(const __grid_constant__ CUtensorMap xmap,
@@ -46,18 +39,18 @@ __global__ void __launch_bounds__(THREADS) bias_scale(const __grid_constant__ CU
   float* buf = reinterpret_cast<float*>(smem);
   const int tid = threadIdx.x;
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&full[s])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];" :: "l"(&xmap) : "memory");
-    asm volatile("prefetch.tensormap [%0];" :: "l"(&ymap) : "memory");
+    for (int s = 0; s < STAGES; ++s) ptxrag::mbarrier_init(ptxrag::smem_u32(&full[s]), 1);
+    ptxrag::fence_mbarrier_init();
+    ptxrag::prefetch_tensormap(&xmap);
+    ptxrag::prefetch_tensormap(&ymap);
   }
   __syncthreads();
   auto tile_of = [&](long long it) { return (long long)blockIdx.x + it * gridDim.x; };
   if (tid == 0) {
     for (int it = 0; it < STAGES - 1 && tile_of(it) < n_tiles; ++it) {
       const long long t = tile_of(it);
-      tma_load(smem_u32(buf + it * TILE_FLOATS), &xmap, (int)(t % tiles_c) * BOX_C, (int)(t / tiles_c) * BOX_R,
-               smem_u32(&full[it]));
+      tma_load(ptxrag::smem_u32(buf + it * TILE_FLOATS), &xmap, (int)(t % tiles_c) * BOX_C,
+               (int)(t / tiles_c) * BOX_R, ptxrag::smem_u32(&full[it]));
     }
   }
   for (long long it = 0; tile_of(it) < n_tiles; ++it) {
@@ -68,7 +61,7 @@ __global__ void __launch_bounds__(THREADS) bias_scale(const __grid_constant__ CU
     const int c = c0 + 4 * (tid % 32);
     float4 bias = make_float4(0.f, 0.f, 0.f, 0.f);
     if (c < cols) bias = __ldg(reinterpret_cast<const float4*>(b + c));
-    mbar_wait(smem_u32(&full[s]), (uint32_t)((it / STAGES) & 1));
+    ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&full[s]), (uint32_t)((it / STAGES) & 1));
     float4* tile = reinterpret_cast<float4*>(buf + s * TILE_FLOATS);
 #pragma unroll
     for (int k = 0; k < (int)(TILE_FLOATS / 4 / THREADS); ++k) {
@@ -79,35 +72,31 @@ __global__ void __launch_bounds__(THREADS) bias_scale(const __grid_constant__ CU
       v.w = fmaf(alpha, v.w, bias.w);
       tile[tid + k * THREADS] = v;
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // make the writes visible to the copy engine
+    ptxrag::fence_proxy_async_shared_cta();  // make the writes visible to the copy engine
     __syncthreads();
     if (tid == 0) {
-      tma_store(&ymap, c0, r0, smem_u32(tile));
+      tma_store(&ymap, c0, r0, ptxrag::smem_u32(tile));
       // the buffer refilled next held tile it-1; its store must have finished reading shared memory
-      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      ptxrag::bulk_wait_group_read<1>();
       const long long nt = tile_of(it + STAGES - 1);
       if (nt < n_tiles) {
         const int ns = (int)((it + STAGES - 1) % STAGES);
-        tma_load(smem_u32(buf + ns * TILE_FLOATS), &xmap, (int)(nt % tiles_c) * BOX_C, (int)(nt / tiles_c) * BOX_R,
-                 smem_u32(&full[ns]));
+        tma_load(ptxrag::smem_u32(buf + ns * TILE_FLOATS), &xmap, (int)(nt % tiles_c) * BOX_C,
+                 (int)(nt / tiles_c) * BOX_R, ptxrag::smem_u32(&full[ns]));
       }
     }
   }
-  if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  if (tid == 0) ptxrag::bulk_wait_group<0>();
 }
 
+// float32 [rows, cols] row-major, BOX_R x BOX_C boxes, no swizzle, 256-byte L2 promotion (cuTensorMapEncodeTiled
+// through ptxrag_get_driver_fn, inside ptxrag::make_tensor_map)
 static int encode_2d(CUtensorMap* map, void* base, uint64_t cols, uint64_t rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (!encode) encode = (PFN_cuTensorMapEncodeTiled_v12000)ptxrag_get_driver_fn("cuTensorMapEncodeTiled");
-  if (!encode) return PTXRAG_ERR_DRIVER_ENTRY;
-  cuuint64_t dims[2] = {cols, rows};
-  cuuint64_t strides[1] = {cols * 4};
-  cuuint32_t box[2] = {BOX_C, BOX_R};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, estr,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? 0 : PTXRAG_ERR_TENSOR_MAP;
+  const uint64_t dims[2] = {cols, rows};
+  const uint64_t strides[1] = {cols * 4};
+  const uint32_t box[2] = {BOX_C, BOX_R};
+  return ptxrag::make_tensor_map(map, base, PTXRAG_F32, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 extern "C" int ptxrag_launch(const ptxrag_args* a) {

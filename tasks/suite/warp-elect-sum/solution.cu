@@ -1,23 +1,13 @@
 // Reference solution: a grid-stride loop of 16-byte loads (eight in flight per thread), the scalar tail
 // taken by the first threads, redux.sync.add.s32 per warp, the warp sum added to a shared total by the lane
-// that elect.sync picks, and one global atomic per CTA, again from an elected lane of warp 0.
+// that elect.sync picks, and one global atomic per CTA, again from an elected lane of warp 0. redux.sync and
+// elect.sync come from the ptxrag_sm90.cuh template header (ptxrag::redux_add_s32, ptxrag::elect_sync).
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 512;
 constexpr int UNROLL = 8;
-
-__device__ __forceinline__ int warp_sum(int v) {
-  int r;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
-
-__device__ __forceinline__ bool elect_one() {
-  uint32_t is_leader;
-  asm volatile("{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(is_leader));
-  return is_leader != 0;
-}
 
 __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int* __restrict__ y, long long n) {
   __shared__ int block_sum;
@@ -41,10 +31,10 @@ __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int*
   }
   const long long gtid = blockIdx.x * (long long)THREADS + threadIdx.x;
   if (gtid < n - n4 * 4) acc += x[n4 * 4 + gtid];  // the last n % 4 elements
-  const int s = warp_sum(acc);
-  if (elect_one()) atomicAdd(&block_sum, s);
+  const int s = ptxrag::redux_add_s32(acc);
+  if (ptxrag::elect_sync()) atomicAdd(&block_sum, s);
   __syncthreads();
-  if (threadIdx.x < 32 && elect_one()) atomicAdd(y, block_sum);
+  if (threadIdx.x < 32 && ptxrag::elect_sync()) atomicAdd(y, block_sum);
 }
 
 extern "C" int ptxrag_launch(const ptxrag_args* a) {

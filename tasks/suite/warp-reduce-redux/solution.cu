@@ -1,11 +1,7 @@
-// Reference solution: one warp per row; lanes accumulate 16-byte loads, then redux.sync.add.s32.
+// Reference solution: one warp per row; lanes accumulate 16-byte loads, then redux.sync.add.s32
+// (ptxrag::redux_add_s32 from the ptxrag_sm90.cuh template header).
 #include "ptxrag_abi.h"
-
-__device__ __forceinline__ int warp_sum(int v) {
-  int r;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
+#include "ptxrag_sm90.cuh"
 
 __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long long rows, long long cols,
                         long long ld) {
@@ -26,7 +22,7 @@ __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long lon
       c = n4 * 4;
     }
     for (long long i = c + lane; i < cols; i += 32) acc += __ldg(p + i);
-    int s = warp_sum(acc);
+    int s = ptxrag::redux_add_s32(acc);
     if (lane == 0) y[row] = s;
   }
 }

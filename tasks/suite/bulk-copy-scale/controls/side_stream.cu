@@ -3,24 +3,17 @@
 // given stream measure no work: the timing stage must catch it.
 // cp.async.bulk per tile, double-buffered on two mbarriers, scales them and stores with 16-byte writes.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int TILE = 4096;  // floats per tile (16 KiB)
 constexpr int STAGES = 2;
 constexpr int THREADS = 256;
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
-      :: "r"(bar), "r"(parity) : "memory");
-}
-
+// announce the bytes on the stage's mbarrier, then start the 1-D bulk copy that completes on it
 __device__ __forceinline__ void issue(float* dst, const float* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(bar) : "memory");
+  ptxrag::mbarrier_arrive_expect_tx(bar, bytes);
+  ptxrag::bulk_load(ptxrag::smem_u32(dst), src, bytes, bar);
 }
 
 __global__ void __launch_bounds__(THREADS) scale(const float* __restrict__ x, float* __restrict__ y, long long n_tiles,
@@ -28,19 +21,19 @@ __global__ void __launch_bounds__(THREADS) scale(const float* __restrict__ x, fl
   __shared__ __align__(128) float buf[STAGES][TILE];
   __shared__ __align__(8) uint64_t bars[STAGES];
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[s])));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < STAGES; ++s) ptxrag::mbarrier_init(ptxrag::smem_u32(&bars[s]), 1);
+    ptxrag::fence_mbarrier_init();
   }
   __syncthreads();
   long long t = blockIdx.x;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES && t + (long long)s * gridDim.x < n_tiles; ++s)
-      issue(buf[s], x + (t + (long long)s * gridDim.x) * TILE, TILE * 4, smem_addr(&bars[s]));
+      issue(buf[s], x + (t + (long long)s * gridDim.x) * TILE, TILE * 4, ptxrag::smem_u32(&bars[s]));
   }
   uint32_t phase[STAGES] = {0, 0};
   for (int it = 0; t < n_tiles; t += gridDim.x, ++it) {
     const int s = it % STAGES;
-    bar_wait(smem_addr(&bars[s]), phase[s]);
+    ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&bars[s]), phase[s]);
     phase[s] ^= 1;
     const float4* in = reinterpret_cast<const float4*>(buf[s]);
     float4* out = reinterpret_cast<float4*>(y + t * TILE);
@@ -51,7 +44,7 @@ __global__ void __launch_bounds__(THREADS) scale(const float* __restrict__ x, fl
     }
     __syncthreads();  // everyone is done reading buf[s] before it is refilled
     const long long next = t + (long long)STAGES * gridDim.x;
-    if (threadIdx.x == 0 && next < n_tiles) issue(buf[s], x + next * TILE, TILE * 4, smem_addr(&bars[s]));
+    if (threadIdx.x == 0 && next < n_tiles) issue(buf[s], x + next * TILE, TILE * 4, ptxrag::smem_u32(&bars[s]));
   }
 }
 

@@ -1,12 +1,11 @@
 // Control: the bulk reduction is compiled in but guarded by `rows < 0`, never true at run time; the live
 // path adds the partial sums with atomicAdd.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 256;
 constexpr int STRIP = THREADS * 4;  // columns per CTA
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void add4(float4& a, const float4& b) {
   a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
@@ -47,14 +46,13 @@ __global__ void __launch_bounds__(THREADS) colsum(const float* __restrict__ x, f
     return;
   }
   part[threadIdx.x] = acc[0];
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the bulk engine reads what we just wrote
+  ptxrag::fence_proxy_async_shared_cta();  // the bulk engine reads what we just wrote
   __syncthreads();
   if (threadIdx.x == 0) {
     const long long width = cols - c0 < STRIP ? cols - c0 : STRIP;  // a multiple of 4 floats = 16 bytes
-    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
-                 :: "l"(y + c0), "r"(smem_u32(part)), "r"((uint32_t)(width * 4)) : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // shared memory must outlive the read
+    ptxrag::bulk_reduce_add_f32(y + c0, ptxrag::smem_u32(part), (uint32_t)(width * 4));
+    ptxrag::bulk_commit_group();
+    ptxrag::bulk_wait_group_read<0>();  // shared memory must outlive the read
   }
 }
 

@@ -2,47 +2,33 @@
 // (st.shared::cluster to mapa addresses) followed by a second cluster barrier instead of st.async +
 // mbarrier. Correct, but st.async is not in the binary.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int CL = 4;  // CTAs per cluster (and per row)
 constexpr int THREADS = 256;
 constexpr int MAX_COLS = 65536;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
-      :: "r"(bar), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS) rownorm(const float* __restrict__ x,
                                                                              float* __restrict__ y, int cols) {
   extern __shared__ __align__(128) float4 quarter[];
-  __shared__ __align__(8) uint64_t loaded, parts;
+  __shared__ __align__(8) uint64_t loaded;
   __shared__ float slots[CL];
   __shared__ float warp_sums[THREADS / 32];
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const uint32_t rank = ptxrag::cluster_ctarank();
   const long long row = blockIdx.x / CL;
   const int chunk = cols / CL;  // floats, a multiple of 4
   const int chunk4 = chunk / 4;
   const float* src = x + row * cols + (long long)rank * chunk;
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&loaded)));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_u32(&loaded)), "r"(chunk * 4) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(smem_u32(quarter)), "l"(src), "r"(chunk * 4), "r"(smem_u32(&loaded)) : "memory");
+    ptxrag::mbarrier_init(ptxrag::smem_u32(&loaded), 1);
+    ptxrag::fence_mbarrier_init();
+    ptxrag::mbarrier_arrive_expect_tx(ptxrag::smem_u32(&loaded), chunk * 4);
+    ptxrag::bulk_load(ptxrag::smem_u32(quarter), src, chunk * 4, ptxrag::smem_u32(&loaded));
   }
-  cluster_sync();  // every CTA's `parts` barrier is initialised and armed before any partial is sent
+  ptxrag::cluster_sync();  // every CTA of the cluster has started (its shared memory exists) before any partial is stored into it
 
-  mbar_wait(smem_u32(&loaded), 0);
+  ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&loaded), 0);
   float ss = 0.f;
   for (int i = threadIdx.x; i < chunk4; i += THREADS) {
     const float4 v = quarter[i];
@@ -55,12 +41,11 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS) rownorm(co
     float part = 0.f;
     for (int w = 0; w < THREADS / 32; ++w) part += warp_sums[w];
     for (uint32_t peer = 0; peer < CL; ++peer) {
-      uint32_t slot;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(smem_u32(&slots[rank])), "r"(peer));
-      asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(slot), "f"(part) : "memory");
+      const uint32_t slot = ptxrag::mapa_shared(ptxrag::smem_u32(&slots[rank]), peer);
+      ptxrag::st_shared_cluster_f32(slot, part);
     }
   }
-  cluster_sync();  // every partial has been stored into every CTA
+  ptxrag::cluster_sync();  // every partial has been stored into every CTA
   float total = 0.f;
 #pragma unroll
   for (int q = 0; q < CL; ++q) total += slots[q];
@@ -70,7 +55,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS) rownorm(co
     const float4 v = quarter[i];
     dst[i] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
   }
-  cluster_sync();  // no CTA leaves while a peer may still address its shared memory
+  ptxrag::cluster_sync();  // no CTA leaves while a peer may still address its shared memory
 }
 
 extern "C" int ptxrag_launch(const ptxrag_args* a) {

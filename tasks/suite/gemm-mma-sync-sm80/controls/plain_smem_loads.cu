@@ -1,6 +1,7 @@
 // Control: the reference GEMM with the shared-memory fill done by ordinary 16-byte loads and stores (no
 // cp.async), single-buffered with __syncthreads. Correct, but cp.async is absent from the binary.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cuda_bf16.h>
 #include <cstdint>
 
@@ -8,11 +9,9 @@ constexpr int BM = 128, BN = 128, BK = 32, STAGES = 4, PITCH = BK + 8, THREADS =
 constexpr int TILE_ELEMS = BM * PITCH;  // one operand tile of one stage (BM == BN)
 constexpr int SMEM_BYTES = STAGES * 2 * TILE_ELEMS * 2;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
+// ptxrag::ldmatrix_x4 into a fragment array
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  ptxrag::ldmatrix_x4(addr, r[0], r[1], r[2], r[3]);
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -66,11 +65,11 @@ __global__ void __launch_bounds__(THREADS) gemm(const __nv_bfloat16* __restrict_
       uint32_t af[4][4], bf[2][4];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(af[i], smem_u32(as + (wm * 64 + i * 16 + lane % 16) * PITCH + kk + (lane / 16) * 8));
+        ldmatrix_x4(af[i], ptxrag::smem_u32(as + (wm * 64 + i * 16 + lane % 16) * PITCH + kk + (lane / 16) * 8));
 #pragma unroll
       for (int p = 0; p < 2; ++p)  // n-blocks 2p and 2p+1: {b0, b1} of each
-        ldmatrix_x4(bf[p], smem_u32(bs + (wn * 32 + p * 16 + (lane / 16) * 8 + lane % 8) * PITCH + kk +
-                                    ((lane / 8) % 2) * 8));
+        ldmatrix_x4(bf[p], ptxrag::smem_u32(bs + (wn * 32 + p * 16 + (lane / 16) * 8 + lane % 8) * PITCH + kk +
+                                            ((lane / 8) % 2) * 8));
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll

@@ -2,6 +2,7 @@
 // mbarrier.arrive.expect_tx. The TMA loads deliver STAGE_BYTES, so no full barrier ever completes its phase:
 // the consumers spin in mbarrier.try_wait forever. The evaluator's time limit must end it.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -15,64 +16,10 @@ constexpr uint32_t B_BYTES = BN * BK * 2;          // 32 KB
 constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + slack to align the ring to 1024 bytes
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
-      :: "r"(bar), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-      :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}
-
 // Shared-memory matrix descriptor for a K-major tile written by TMA with 128-byte swizzle: rows of 128 bytes,
-// 8-row groups 1024 bytes apart (stride byte offset), layout type 1 = SWIZZLE_128B in bits 62-63.
+// 8-row groups 1024 bytes apart (stride byte offset 1024), swizzle mode 128B.
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{" 
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, 1, 1, 1, 0, 0;"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db));
+  return ptxrag::make_smem_desc_kmajor(addr, ptxrag::SmemSwizzle::B128);
 }
 
 __global__ void __launch_bounds__(THREADS, 1) gemm(const __grid_constant__ CUtensorMap amap,
@@ -80,16 +27,16 @@ __global__ void __launch_bounds__(THREADS, 1) gemm(const __grid_constant__ CUten
                                                    __nv_bfloat16* __restrict__ C, int M, int N, int K) {
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
-  const uint32_t ring = (smem_u32(smem_raw) + 1023) & ~1023u;  // 128B swizzle needs 1024-byte aligned tiles
+  const uint32_t ring = (ptxrag::smem_u32(smem_raw) + 1023) & ~1023u;  // 128B swizzle needs 1024-byte aligned tiles
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int nk = (K + BK - 1) / BK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), CONSUMER_WARPS);
+      ptxrag::mbarrier_init(ptxrag::smem_u32(&full[s]), 1);
+      ptxrag::mbarrier_init(ptxrag::smem_u32(&empty[s]), CONSUMER_WARPS);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    ptxrag::fence_mbarrier_init();
   }
   __syncthreads();
 
@@ -97,11 +44,11 @@ __global__ void __launch_bounds__(THREADS, 1) gemm(const __grid_constant__ CUten
     if (lane == 0) {
       for (int kb = 0; kb < nk; ++kb) {
         const int s = kb % STAGES;
-        if (kb >= STAGES) mbar_wait(smem_u32(&empty[s]), (uint32_t)((kb / STAGES - 1) & 1));
-        const uint32_t a_dst = ring + s * STAGE_BYTES, b_dst = a_dst + A_BYTES, bar = smem_u32(&full[s]);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(STAGE_BYTES + 1024) : "memory");
-        tma_load_2d(a_dst, &amap, kb * BK, m0, bar);
-        tma_load_2d(b_dst, &bmap, kb * BK, n0, bar);
+        if (kb >= STAGES) ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&empty[s]), (uint32_t)((kb / STAGES - 1) & 1));
+        const uint32_t a_dst = ring + s * STAGE_BYTES, b_dst = a_dst + A_BYTES, bar = ptxrag::smem_u32(&full[s]);
+        ptxrag::mbarrier_arrive_expect_tx(bar, STAGE_BYTES + 1024);
+        ptxrag::tma_load_2d(a_dst, &amap, kb * BK, m0, bar);
+        ptxrag::tma_load_2d(b_dst, &bmap, kb * BK, n0, bar);
       }
     }
     return;
@@ -114,16 +61,17 @@ __global__ void __launch_bounds__(THREADS, 1) gemm(const __grid_constant__ CUten
   for (int i = 0; i < 128; ++i) d[i] = 0.f;
   for (int kb = 0; kb < nk; ++kb) {
     const int s = kb % STAGES;
-    mbar_wait(smem_u32(&full[s]), (uint32_t)((kb / STAGES) & 1));
+    ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&full[s]), (uint32_t)((kb / STAGES) & 1));
     const uint32_t a_tile = ring + s * STAGE_BYTES + wg * (64 * 128), b_tile = ring + s * STAGE_BYTES + A_BYTES;
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    ptxrag::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < BK / 16; ++k) wgmma_m64n256k16(d, desc_sw128(a_tile + k * 32), desc_sw128(b_tile + k * 32));
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous stage's group is done
-    if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&empty[(kb - 1) % STAGES]));
+    for (int k = 0; k < BK / 16; ++k)
+      ptxrag::wgmma_bf16<BN>(d, desc_sw128(a_tile + k * 32), desc_sw128(b_tile + k * 32));
+    ptxrag::wgmma_commit_group();
+    ptxrag::wgmma_wait_group<1>();  // the previous stage's group is done
+    if (kb > 0 && lane == 0) ptxrag::mbarrier_arrive(ptxrag::smem_u32(&empty[(kb - 1) % STAGES]));
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  ptxrag::wgmma_wait_group<0>();
 
   // accumulator fragment of m64nNk16: d[4j + {0,1}] -> row lane/4, cols 8j + 2(lane%4) + {0,1}; d[4j + {2,3}]
   // -> row lane/4 + 8, same columns; warp w of the warpgroup owns rows 16w .. 16w + 15
@@ -142,18 +90,14 @@ __global__ void __launch_bounds__(THREADS, 1) gemm(const __grid_constant__ CUten
   }
 }
 
+// bf16 [rows, k] row-major (K-major), box_rows x BK boxes, 128-byte swizzle, 256-byte L2 promotion
+// (cuTensorMapEncodeTiled through ptxrag_get_driver_fn, inside ptxrag::make_tensor_map)
 static int encode_kmajor(CUtensorMap* map, void* base, uint64_t k, uint64_t rows, uint32_t box_rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (!encode) encode = (PFN_cuTensorMapEncodeTiled_v12000)ptxrag_get_driver_fn("cuTensorMapEncodeTiled");
-  if (!encode) return PTXRAG_ERR_DRIVER_ENTRY;
-  cuuint64_t dims[2] = {k, rows};
-  cuuint64_t strides[1] = {k * 2};
-  cuuint32_t box[2] = {BK, box_rows};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, estr,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? 0 : PTXRAG_ERR_TENSOR_MAP;
+  const uint64_t dims[2] = {k, rows};
+  const uint64_t strides[1] = {k * 2};
+  const uint32_t box[2] = {BK, box_rows};
+  return ptxrag::make_tensor_map(map, base, PTXRAG_BF16, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 extern "C" int ptxrag_launch(const ptxrag_args* a) {

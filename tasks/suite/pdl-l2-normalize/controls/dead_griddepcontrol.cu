@@ -1,6 +1,7 @@
 // Control: griddepcontrol.launch_dependents and griddepcontrol.wait are compiled in but guarded by
 // `n < 0`, never true; the second kernel is launched in plain stream order, so the result is still right.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 512;
@@ -19,7 +20,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 __global__ void __launch_bounds__(THREADS) partial_squares(const float* __restrict__ x, float* __restrict__ part,
                                                            long long n) {
-  if (n < 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // dead
+  if (n < 0) ptxrag::griddep_launch_dependents();  // dead
   __shared__ float scratch[THREADS / 32];
   const long long n4 = n / 4, stride = (long long)gridDim.x * THREADS;
   const long long gtid = blockIdx.x * (long long)THREADS + threadIdx.x;
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(THREADS) scale(const float* __restrict__ x, co
     const long long i = gtid + j * stride;
     pre[j] = i < n4 ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  if (n < 0) asm volatile("griddepcontrol.wait;" ::: "memory");  // dead
+  if (n < 0) ptxrag::griddep_wait();  // dead
   double acc = 0.0;
   for (int p = threadIdx.x; p < n_part; p += THREADS) acc += (double)part[p];
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);

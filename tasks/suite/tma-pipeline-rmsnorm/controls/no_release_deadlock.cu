@@ -2,6 +2,7 @@
 // barriers. The producer fills the ring once, then waits forever for a stage to be released, and the
 // consumers wait forever for the next full stage. The evaluator's time limit must end it.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cstdint>
@@ -13,14 +14,6 @@ constexpr int THREADS = (CONSUMER_WARPS + 1) * 32;
 constexpr int STAGE_BUDGET = 32 * 1024;   // bytes per stage
 constexpr int SMEM_BYTES = STAGES * STAGE_BUDGET;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
-      :: "r"(bar), "r"(parity) : "memory");
-}
-
 __global__ void __launch_bounds__(THREADS) rmsnorm(const __grid_constant__ CUtensorMap xmap, const float* __restrict__ w,
                                                    float* __restrict__ y, int rows, int cols, int R, int nb,
                                                    long long n_tiles, float eps) {
@@ -30,10 +23,10 @@ __global__ void __launch_bounds__(THREADS) rmsnorm(const __grid_constant__ CUten
   const uint32_t stage_bytes = (uint32_t)R * nb * BOXC * 4;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&full[s])));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_u32(&empty[s])), "r"(CONSUMER_WARPS));
+      ptxrag::mbarrier_init(ptxrag::smem_u32(&full[s]), 1);
+      ptxrag::mbarrier_init(ptxrag::smem_u32(&empty[s]), CONSUMER_WARPS);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    ptxrag::fence_mbarrier_init();
   }
   __syncthreads();
   if (warp == CONSUMER_WARPS) {  // producer
@@ -41,14 +34,11 @@ __global__ void __launch_bounds__(THREADS) rmsnorm(const __grid_constant__ CUten
       long long it = 0;
       for (long long t = blockIdx.x; t < n_tiles; t += gridDim.x, ++it) {
         const int s = (int)(it % STAGES);
-        if (it >= STAGES) mbar_wait(smem_u32(&empty[s]), (uint32_t)((it / STAGES - 1) & 1));
-        const uint32_t bar = smem_u32(&full[s]), dst = smem_u32(smem + s * STAGE_BUDGET);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(stage_bytes) : "memory");
+        if (it >= STAGES) ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&empty[s]), (uint32_t)((it / STAGES - 1) & 1));
+        const uint32_t bar = ptxrag::smem_u32(&full[s]), dst = ptxrag::smem_u32(smem + s * STAGE_BUDGET);
+        ptxrag::mbarrier_arrive_expect_tx(bar, stage_bytes);
         for (int j = 0; j < nb; ++j)
-          asm volatile(
-              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-              :: "r"(dst + (uint32_t)j * R * BOXC * 4), "l"(&xmap), "r"(j * BOXC), "r"((int)(t * R)), "r"(bar)
-              : "memory");
+          ptxrag::tma_load_2d(dst + (uint32_t)j * R * BOXC * 4, &xmap, j * BOXC, (int)(t * R), bar);
       }
     }
     return;
@@ -57,7 +47,7 @@ __global__ void __launch_bounds__(THREADS) rmsnorm(const __grid_constant__ CUten
   long long it = 0;
   for (long long t = blockIdx.x; t < n_tiles; t += gridDim.x, ++it) {
     const int s = (int)(it % STAGES);
-    mbar_wait(smem_u32(&full[s]), (uint32_t)((it / STAGES) & 1));
+    ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&full[s]), (uint32_t)((it / STAGES) & 1));
     const float4* st = reinterpret_cast<const float4*>(smem + s * STAGE_BUDGET);
     for (int r = warp; r < R; r += CONSUMER_WARPS) {
       const long long row = t * R + r;
@@ -97,16 +87,13 @@ extern "C" int ptxrag_launch(const ptxrag_args* a) {
   int R = STAGE_BUDGET / (nb * BOXC * 4);
   if (R > 16) R = 16;
   if (R < 1) return PTXRAG_ERR_UNSUPPORTED_SHAPE;
-  auto encode = (PFN_cuTensorMapEncodeTiled_v12000)ptxrag_get_driver_fn("cuTensorMapEncodeTiled");
-  if (!encode) return PTXRAG_ERR_DRIVER_ENTRY;
   CUtensorMap xmap;
-  cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-  cuuint64_t strides[1] = {(cuuint64_t)cols * 4};
-  cuuint32_t box[2] = {BOXC, (cuuint32_t)R};
-  cuuint32_t estr[2] = {1, 1};
-  if (encode(&xmap, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, x.data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-    return PTXRAG_ERR_TENSOR_MAP;
+  const uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows};
+  const uint64_t strides[1] = {(uint64_t)cols * 4};
+  const uint32_t box[2] = {BOXC, (uint32_t)R};
+  const int rc = ptxrag::make_tensor_map(&xmap, x.data, PTXRAG_F32, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  if (rc != 0) return rc;
   static bool configured = false;
   if (!configured) {
     cudaError_t e = cudaFuncSetAttribute(rmsnorm, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);

@@ -1,16 +1,11 @@
 // Control: the reference with the elected lane replaced by a lane-id test (lane 0 publishes). Correct,
 // but elect.sync is not in the binary.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 512;
 constexpr int UNROLL = 8;
-
-__device__ __forceinline__ int warp_sum(int v) {
-  int r;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
 
 __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int* __restrict__ y, long long n) {
   __shared__ int block_sum;
@@ -34,7 +29,7 @@ __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int*
   }
   const long long gtid = blockIdx.x * (long long)THREADS + threadIdx.x;
   if (gtid < n - n4 * 4) acc += x[n4 * 4 + gtid];  // the last n % 4 elements
-  const int s = warp_sum(acc);
+  const int s = ptxrag::redux_add_s32(acc);
   if ((threadIdx.x & 31) == 0) atomicAdd(&block_sum, s);
   __syncthreads();
   if (threadIdx.x == 0) atomicAdd(y, block_sum);

@@ -1,22 +1,11 @@
 // Control: the reference without the scalar tail: only whole int4 vectors are summed, so the last n % 4
 // elements are lost when n is not a multiple of 4.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 #include <cstdint>
 
 constexpr int THREADS = 512;
 constexpr int UNROLL = 8;
-
-__device__ __forceinline__ int warp_sum(int v) {
-  int r;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
-  return r;
-}
-
-__device__ __forceinline__ bool elect_one() {
-  uint32_t is_leader;
-  asm volatile("{\n .reg .pred p;\n elect.sync _|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(is_leader));
-  return is_leader != 0;
-}
 
 __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int* __restrict__ y, long long n) {
   __shared__ int block_sum;
@@ -38,10 +27,10 @@ __global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int*
     const int4 v = __ldg(x4 + i);
     acc += (v.x + v.y) + (v.z + v.w);
   }
-  const int s = warp_sum(acc);
-  if (elect_one()) atomicAdd(&block_sum, s);
+  const int s = ptxrag::redux_add_s32(acc);
+  if (ptxrag::elect_sync()) atomicAdd(&block_sum, s);
   __syncthreads();
-  if (threadIdx.x < 32 && elect_one()) atomicAdd(y, block_sum);
+  if (threadIdx.x < 32 && ptxrag::elect_sync()) atomicAdd(y, block_sum);
 }
 
 extern "C" int ptxrag_launch(const ptxrag_args* a) {

@@ -1,6 +1,7 @@
 // Control: vectorised loads only; the scalar tail is forgotten, so a row whose length is not a multiple
 // of 4 loses its last elements. Right on the 1024-column shape, wrong on the awkward one.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 
 __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long long rows, long long cols) {
   const int lane = threadIdx.x & 31;
@@ -9,8 +10,7 @@ __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long lon
   const int* p = x + row * cols;
   int acc = 0;
   for (long long i = lane * 4; i + 3 < cols; i += 128) acc += p[i] + p[i + 1] + p[i + 2] + p[i + 3];
-  int s;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(s) : "r"(acc));
+  const int s = ptxrag::redux_add_s32(acc);
   if (lane == 0) y[row] = s;
 }
 

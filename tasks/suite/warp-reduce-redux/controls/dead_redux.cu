@@ -1,5 +1,6 @@
 // Control: redux.sync is compiled in but sits under a condition that is never true at run time.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 
 __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long long rows, long long cols) {
   const int lane = threadIdx.x & 31;
@@ -9,7 +10,7 @@ __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long lon
   for (long long i = lane; i < cols; i += 32) acc += x[row * cols + i];
   int s;
   if (cols < 0) {  // never true: cols is a size
-    asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(s) : "r"(acc));
+    s = ptxrag::redux_add_s32(acc);
   } else {
     s = acc;
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffff, s, o);

@@ -1,13 +1,13 @@
 // Control: the kernel never ends (it waits for a flag nobody sets). The evaluator must stop it within the
 // stage's time limit and keep working.
 #include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
 
 __global__ void spin(const int* x, int* y, long long rows) {
   volatile const int* flag = x;
   long long n = 0;
   while (flag[0] != 0x7fffffff) { ++n; }  // inputs are in [-1000, 1000): never true
-  int s;
-  asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(s) : "r"((int)n));
+  const int s = ptxrag::redux_add_s32((int)n);
   if (threadIdx.x == 0 && blockIdx.x < rows) y[blockIdx.x] = s;
 }
 
