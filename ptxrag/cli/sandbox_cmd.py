@@ -107,7 +107,9 @@ def serve(
         Path | None, typer.Option(help="job database and artifacts (default $PTXRAG_HOME/service)")
     ] = None,
     stage_timeout: Annotated[float | None, typer.Option(help="seconds per GPU stage")] = None,
-    isolate: Annotated[bool, typer.Option(help="run candidates as a dedicated uid with no network (needs root)")] = True,
+    isolate: Annotated[
+        bool, typer.Option(help="run candidates as a dedicated uid with no network (needs root)")
+    ] = True,
 ) -> None:
     """Serve the evaluator over HTTP: submit, poll or stream, fetch reports and artifacts."""
     from ptxrag.sandbox.service import ServiceConfig, ServiceConfigError
