@@ -43,9 +43,8 @@ def default_retriever() -> DocsRetriever:
     try:
         return Retriever()
     except Exception as e:  # noqa: BLE001 - an unbuilt or broken index: tell the user what to run
-        raise RetrievalUnavailable(
-            f"the retriever could not open its index ({e}); run `ptxrag index` first"
-        ) from e
+        hint = "" if "ptxrag index" in str(e) else "; run `ptxrag index` first"
+        raise RetrievalUnavailable(f"the retriever could not open its index ({e}){hint}") from e
 
 
 def _hit_title(hit: Any) -> str:

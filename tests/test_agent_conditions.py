@@ -135,3 +135,14 @@ def test_water_fill_gives_unused_shares_to_the_others():
 
     assert _water_fill({"a": 100, "b": 5000, "c": 5000}, 3000) == {"a": 100, "b": 1450, "c": 1450}
     assert _water_fill({"a": 10, "b": 20}, 3000) == {"a": 10, "b": 20}
+
+
+def test_unbuilt_index_says_once_what_to_run(tmp_path, monkeypatch):
+    from ptxrag.agent_graph.retrieval import RetrievalUnavailable, default_retriever
+
+    monkeypatch.setenv("PTXRAG_HOME", str(tmp_path / "empty-home"))
+    with pytest.raises(RetrievalUnavailable) as err:
+        default_retriever()
+    message = str(err.value)
+    assert "no index under" in message
+    assert message.count("ptxrag index") == 1, message
