@@ -37,14 +37,17 @@ class DocsRetriever(Protocol):
 def default_retriever() -> DocsRetriever:
     """The real hybrid retriever over the local index (``ptxrag index`` builds it)."""
     try:
-        from ptxrag.indexer import Retriever
+        from ptxrag.indexer import IndexerError, Retriever
     except ImportError as e:
         raise RetrievalUnavailable(f"the retriever (ptxrag.indexer) cannot be imported: {e}") from e
     try:
         return Retriever()
-    except Exception as e:  # noqa: BLE001 - an unbuilt or broken index: tell the user what to run
-        hint = "" if "ptxrag index" in str(e) else "; run `ptxrag index` first"
-        raise RetrievalUnavailable(f"the retriever could not open its index ({e}){hint}") from e
+    except IndexerError as e:  # unbuilt index, wrong model, ...: the message already says what to do
+        raise RetrievalUnavailable(f"the retriever could not open its index: {e}") from e
+    except Exception as e:  # noqa: BLE001 - a broken index: tell the user what to run
+        raise RetrievalUnavailable(
+            f"the retriever could not open its index ({e}); rebuild it with `ptxrag index`"
+        ) from e
 
 
 def _hit_title(hit: Any) -> str:
