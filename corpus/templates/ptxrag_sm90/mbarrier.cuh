@@ -109,6 +109,8 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint64_t state) 
 
 // Phase tracking for a ring of `Stages` barriers (one per pipeline slot). After waiting on slot `index` with
 // parity `phase`, call advance(): the index moves on and the phase bit flips each time the ring wraps.
+// Consumers wait on full[index] with `phase`; a producer waits on empty[index] with `phase ^ 1u` (a fresh
+// barrier passes parity 1 at once, so the first lap does not wait for releases that cannot come).
 template <int Stages>
 struct PipelineState {
   uint32_t index = 0;
