@@ -24,4 +24,4 @@ test: $(BIN)/ptxrag
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/ptxrag
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy ptxrag sandbox tasks
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy ptxrag

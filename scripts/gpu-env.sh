@@ -9,12 +9,8 @@ mkdir -p "$site"
 if [ -d "$repo/.whl" ] && ls "$repo"/.whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$repo"/.whl/*.whl
 fi
-# the package-dir mapping of pyproject.toml, as symlinks: ptxrag.sandbox -> sandbox/, ...
+# the checkout's ptxrag/ is the package itself (no install needed): put the checkout first on the path
 rm -rf "$site/ptxrag"
-mkdir -p "$site/ptxrag"
-for f in "$repo"/ptxrag/*; do ln -s "$f" "$site/ptxrag/$(basename "$f")"; done
-for d in sandbox tasks corpus indexer agent_graph; do ln -s "$repo/$d" "$site/ptxrag/$d"; done
-export PYTHONSAFEPATH=1  # the checkout's own ptxrag/ (no sandbox/ inside) must not shadow the mapped one
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$repo:$site${PYTHONPATH:+:$PYTHONPATH}"
 export PTXRAG_CUDA_HOME="${PTXRAG_CUDA_HOME:-/usr/local/cuda}"
 python3 -c "import ptxrag.sandbox, pydantic" || echo "gpu-env: ptxrag.sandbox does not import" >&2

@@ -1,5 +1,5 @@
 """The PTX template header compiles for sm_90a with every wrapper instantiated, its instructions reach SASS,
-and every unit kernel (corpus/templates/unit) passes the sandbox's static stage. Needs nvcc and cuobjdump
+and every unit kernel (ptxrag/corpus/templates/unit) passes the sandbox's static stage. Needs nvcc and cuobjdump
 (the pip toolchain), no GPU."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_generated_wgmma_headers_are_current():
     spec.loader.exec_module(gen)
     for path, text in gen.outputs().items():
         assert path.read_text() == text, (
-            f"{path.name} is stale: run python corpus/templates/tools/gen_wgmma.py"
+            f"{path.name} is stale: run python ptxrag/corpus/templates/tools/gen_wgmma.py"
         )
 
 

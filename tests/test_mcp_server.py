@@ -11,7 +11,7 @@ import anyio
 
 from ptxrag.tasks import load_task
 
-DEMO = Path(__file__).resolve().parents[1] / "agent_graph" / "demo" / "warp-reduce-redux.toml"
+DEMO = Path(__file__).resolve().parents[1] / "ptxrag" / "agent_graph" / "demo" / "warp-reduce-redux.toml"
 
 
 def _session(home: Path):

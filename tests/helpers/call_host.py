@@ -8,7 +8,7 @@ import ctypes
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sandbox" / "gpu"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ptxrag" / "sandbox" / "gpu"))
 import abi  # noqa: E402
 
 _, launch = abi.load_candidate(sys.argv[1])

@@ -1,7 +1,7 @@
 """Generate corpus/templates/ptxrag_sm90/wgmma_<dtype>.cuh: one wgmma.mma_async wrapper per (dtype, N).
 
 The accumulator operand lists are long (N/2 registers), so they are generated rather than typed.
-Run: python corpus/templates/tools/gen_wgmma.py  (tests/test_corpus_templates.py checks the files are current).
+Run: python ptxrag/corpus/templates/tools/gen_wgmma.py  (tests/test_corpus_templates.py checks the files are current).
 """
 
 from __future__ import annotations
