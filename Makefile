@@ -20,7 +20,7 @@ install: $(BIN)/ptxrag
 demo: $(BIN)/ptxrag
 	$(BIN)/ptxrag demo
 
-test: $(BIN)/ptxrag
+test: lint
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/ptxrag

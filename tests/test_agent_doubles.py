@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxrag.agent_graph.knowledge import KnowledgeItem
-from ptxrag.sandbox.report import (
+from ptxrag.sandbox.results import (
     CompileResult,
     CorrectnessResult,
     EvaluationReport,
@@ -161,7 +161,7 @@ def report(task_id: str, verdict: str, ptx: str = "redux.sync") -> EvaluationRep
         )
         exe, tim = ExecutionResult(status="skipped", message=sk), TimingResult(status="skipped", message=sk)
     elif verdict == "execution":
-        from ptxrag.sandbox.report import InstructionExecution
+        from ptxrag.sandbox.results import InstructionExecution
 
         exe = ExecutionResult(
             status="failed",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ptxrag.agent_graph import extract_code
 from ptxrag.bench.executors import GpuLock, StagedEvaluator
-from ptxrag.sandbox.report import (
+from ptxrag.sandbox.results import (
     CompileResult,
     CorrectnessResult,
     EvaluationReport,

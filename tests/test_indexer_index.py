@@ -33,8 +33,8 @@ from ptxrag.indexer import (
     list_added,
     load_queries,
 )
+from ptxrag.indexer.catalog import Store
 from ptxrag.indexer.embedding import bundled_model_path
-from ptxrag.indexer.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_HTML = FIXTURES / "manuals" / "ptx-isa-mini.html"

@@ -41,7 +41,7 @@ def test_wheel_has_only_the_ptxrag_namespace(wheel):
     for needed in (
         "ptxrag/sandbox/abi/ptxrag_abi.h",
         "ptxrag/sandbox/data/opcodes.toml",
-        "ptxrag/sandbox/gpu/runner.py",
+        "ptxrag/sandbox/gpu/worker.py",
         "ptxrag/sandbox/probes/warp.cu",
         "ptxrag/tasks/suite/warp-reduce-redux/task.toml",
         "ptxrag/tasks/suite/warp-reduce-redux/controls/hang.cu",

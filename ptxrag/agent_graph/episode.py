@@ -118,7 +118,7 @@ def new_episode_id(task_id: str, condition: str, model: str) -> str:
 
 
 def default_runs_dir() -> Path:
-    from ptxrag.paths import home
+    from ptxrag.base.paths import home
 
     return home() / "runs"
 
@@ -168,6 +168,7 @@ def run_task(
         config: dict[str, Any] = {"configurable": {"thread_id": eid}, "recursion_limit": 5 * max_rounds + 10}
         snap = graph.get_state(config)
         resumed = bool(snap.values)
+        inp: dict[str, Any] | None
         if resumed:
             _check_same(eid, snap.values, spec.id, cond, chat.label)
             inp = None
@@ -182,9 +183,8 @@ def run_task(
             }
         stop: str | None = None
         error: str | None = None
-        header = _header(
-            eid, spec.id, cond, chat.label, (snap.values or inp or {}).get("max_rounds", max_rounds)
-        )
+        rounds_cap = int((snap.values or inp or {}).get("max_rounds", max_rounds))
+        header = _header(eid, spec.id, cond, chat.label, rounds_cap)
         if not resumed or snap.next:
             try:
                 for mode, chunk in graph.stream(

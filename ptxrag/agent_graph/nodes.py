@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from ptxrag.sandbox.report import EvaluationReport
+from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from .extract import NoCodeFound, extract_code

@@ -27,8 +27,8 @@ from .prices import PriceError, PriceTable, load_prices
 from .records import EpisodeRow, RoundRow
 from .report import ReportFiles, build_report, write_report
 from .runner import BenchEvent, BenchSummary, run_bench
-from .spec import BenchConfigError, BenchSpec, Episode, EpisodeKey, resolve
 from .store import BenchStore
+from .study import BenchConfigError, BenchSpec, Episode, EpisodeKey, resolve
 
 __all__ = [
     "BenchConfigError",

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from ptxrag.sandbox.report import EvaluationReport
+from ptxrag.sandbox.results import EvaluationReport
 
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\"|`[^`]*`)")
 _PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:/[\w.+-]+)+/?")

@@ -16,7 +16,7 @@ from ptxrag.agent_graph.episode import EpisodeResult
 from ptxrag.agent_graph.state import RoundRecord
 
 from .failures import failure_of
-from .spec import Episode
+from .study import Episode
 
 EpisodeStatus = Literal["pending", "running", "done", "interrupted", "error"]
 FINISHED_STOPS = ("solved", "round_limit", "unverified_no_gpu")

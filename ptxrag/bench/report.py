@@ -21,8 +21,8 @@ from .metrics import Estimate, GroupSummary, Rate
 from .prices import PriceTable
 from .records import EpisodeRow
 from .render import Document, Figure, Paragraph, Section, Table, write
-from .spec import model_label
 from .store import BenchStore
+from .study import model_label
 
 
 class ReportFiles(BaseModel):

@@ -26,8 +26,8 @@ from .executors import Executor, make_executor, needs_retrieval
 from .executors.base import RunContext
 from .prices import PriceTable, load_prices
 from .records import episode_base, episode_row, round_row
-from .spec import BenchConfigError, BenchSpec, Episode, model_label, resolve
 from .store import BenchStore
+from .study import BenchConfigError, BenchSpec, Episode, model_label, resolve
 
 LOCK_NAME = "bench.lock"
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .records import EpisodeRow, RoundRow
-from .spec import BenchConfigError
+from .study import BenchConfigError
 
 SCHEMA_VERSION = 1
 DB_NAME = "bench.sqlite"

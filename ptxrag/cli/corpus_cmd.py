@@ -79,7 +79,7 @@ def add_cmd(
 def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Added manuals (and whether they are indexed) and the official versions known."""
     from ptxrag.indexer import list_added, official_manuals
-    from ptxrag.indexer.store import Store, collection_key
+    from ptxrag.indexer.catalog import Store, collection_key
 
     added = list_added()
     indexed = Store().manifest().collections

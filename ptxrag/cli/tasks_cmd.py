@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.markdown import Markdown
+from rich.status import Status
 from rich.table import Table
 
 from .common import console, fail, styled
@@ -106,7 +107,11 @@ def validate(
     results = []
     for task in tasks:
         with console.status(task.id) as st:
-            results.append(validate_task(task, sandbox, on_progress=lambda m, st=st: st.update(m)))
+
+            def progress(message: str, st: Status = st) -> None:
+                st.update(message)
+
+            results.append(validate_task(task, sandbox, on_progress=progress))
     if json_out or save_json:
         doc = json.dumps(
             [

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from . import lexical
+from .catalog import CollectionEntry, IndexManifest, Store, collection_key, now_iso
 from .chunking import ChunkingParams, chunk_sections
 from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, describe, resolve_model, same_model
 from .errors import IndexerError
-from .knowledge import KnowledgeDocLike, as_section, content_hash, group_by_source, pack_documents
 from .library import list_added, load_added, manual_file
+from .pack import KnowledgeDocLike, as_section, content_hash, group_by_source, pack_documents
 from .schema import BUNDLED_VERSION, MANUAL_SOURCE, CollectionReport, IndexReport, Section
-from .store import CollectionEntry, IndexManifest, Store, collection_key, now_iso
 
 #: progress callback: (label, done, total); label names the collection and the step
 BuildProgress = Callable[[str, int, int], None]

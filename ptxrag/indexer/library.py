@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .catalog import Store, now_iso
 from .errors import IndexerError, ManualFormatError, ManualNotFoundError
 from .loaders import load_manual
 from .schema import MANUAL_SOURCE, Manual, ManualFormat
-from .store import Store, now_iso
 from .text import version_key
 
 _VERSION_RE = re.compile(r"^\d+\.\d+$")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .catalog import CollectionEntry, Store, collection_key
 from .chunking import breadcrumb
 from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, resolve_model, same_model
 from .errors import (
@@ -31,7 +32,6 @@ from .fusion import Candidate, FusionWeights, fuse
 from .instructions import match_sections, names_in_query
 from .lexical import LexicalIndex
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
-from .store import CollectionEntry, Store, collection_key
 from .text import arch_key, tokenize, version_key
 
 #: how many chunks the dense search returns per collection before grouping by section

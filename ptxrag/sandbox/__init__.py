@@ -3,7 +3,7 @@ candidate kernel. Knows nothing of agents or retrieval, so other harnesses can c
 
 from .containment import Limits
 from .evaluator import Sandbox, SandboxConfig, StageLimits
-from .report import (
+from .results import (
     CheckResult,
     CompileResult,
     CorrectnessResult,

@@ -15,9 +15,9 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from ptxrag.paths import cache_dir
+from ptxrag.base.paths import cache_dir
 
-from .report import CompileResult
+from .results import CompileResult
 from .toolchain import ToolchainError, toolchain
 
 LIB_NAME = "candidate.so"

@@ -28,7 +28,7 @@ from . import ncu as ncu_mod
 from .compile import compile_candidate
 from .containment import Contained, Limits, clean_env, describe_exit, run_contained, tail
 from .opcodes import resolve
-from .report import (
+from .results import (
     CheckResult,
     CompileResult,
     CorrectnessResult,
@@ -320,13 +320,13 @@ class _WorkerDied(RuntimeError):
 
 
 class _Worker:
-    """The contained GPU worker process (runner.py), its fresh working directory and its line protocol."""
+    """The contained GPU worker process (worker.py), its fresh working directory and its line protocol."""
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
         # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
-        for name in ("runner.py", "launch_once.py", "abi.py"):
+        for name in ("worker.py", "launch_once.py", "abi.py"):
             shutil.copy2(GPU_DIR / name, work / name)
         self.log = work / "worker.log"
         self._t_start = time.monotonic()
@@ -335,7 +335,7 @@ class _Worker:
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         self.c = Contained(
-            [config.runner_python, str(work / "runner.py"), str(cmd_r), str(res_w)],
+            [config.runner_python, str(work / "worker.py"), str(cmd_r), str(res_w)],
             cwd=work,
             env=_child_env(config, work),
             limits=config.limits,

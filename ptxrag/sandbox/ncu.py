@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 
 from .opcodes import Requirement, opcode_of
-from .report import InstructionExecution
+from .results import InstructionExecution
 
 COL_SOURCE = "Source"
 COL_EXEC = "Instructions Executed"

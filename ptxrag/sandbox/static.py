@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .opcodes import UnknownInstruction, opcode_of, resolve
-from .report import InstructionPresence, StaticResult, Status
+from .results import InstructionPresence, StaticResult, Status
 from .toolchain import ToolchainError, cuobjdump_env, require_cuobjdump
 
 _FUNC_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")

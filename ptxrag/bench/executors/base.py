@@ -12,7 +12,7 @@ from ptxrag.agent_graph.episode import AgentEvent, EpisodeResult, run_task
 from ptxrag.agent_graph.nodes import Evaluator
 from ptxrag.agent_graph.retrieval import DocsRetriever
 
-from ..spec import Episode
+from ..study import Episode
 
 
 def episode_dir(out: Path, episode_id: str) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ptxrag.agent_graph.nodes import Evaluator
 from ptxrag.sandbox import Sandbox, SandboxConfig
-from ptxrag.sandbox.report import EvaluationReport
+from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.sandbox.toolchain import detect_gpu
 from ptxrag.tasks import TaskSpec
 

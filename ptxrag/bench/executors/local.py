@@ -10,7 +10,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from ptxrag.agent_graph.episode import make_sandbox
 from ptxrag.agent_graph.nodes import Evaluator
 
-from ..spec import Episode
+from ..study import Episode
 from .base import LockedRetriever, RunContext, run_episode
 from .gpu import StagedEvaluator
 

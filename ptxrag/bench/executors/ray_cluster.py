@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ptxrag.agent_graph.episode import EpisodeResult
-from ptxrag.sandbox.report import EvaluationReport
+from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
-from ..spec import Episode
+from ..study import Episode
 from .base import RunContext, needs_retrieval, run_episode
 
 

@@ -14,7 +14,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_expone
 from .config import TOKEN_ENV
 
 if TYPE_CHECKING:
-    from ptxrag.sandbox.report import EvaluationReport
+    from ptxrag.sandbox.results import EvaluationReport
     from ptxrag.tasks.spec import TaskSpec
 
 
@@ -98,7 +98,7 @@ class ServiceClient:
         return self._check(self._request("GET", f"/v1/jobs/{job_id}"))
 
     def report(self, job_id: str) -> EvaluationReport:
-        from ptxrag.sandbox.report import EvaluationReport
+        from ptxrag.sandbox.results import EvaluationReport
 
         return EvaluationReport.model_validate(self._check(self._request("GET", f"/v1/jobs/{job_id}/report")))
 

@@ -21,14 +21,14 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
-from ptxrag.paths import home
+from ptxrag.base.paths import home
 from ptxrag.tasks import TaskError, load_task
 
 from ..containment import Limits
 from ..evaluator import Sandbox, SandboxConfig, StageLimits
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
-from .store import JobStore, QueueFull
+from .jobs import JobStore, QueueFull
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.paths import home as data_home
+from ptxrag.base.paths import home as data_home
 
 from .schema import Chunk, Section
 

@@ -1,7 +1,7 @@
 """GPU worker: correctness and timing of one candidate against the task's PyTorch reference.
 
 Needs only the standard library and torch, so it runs by path in any CUDA container:
-    python runner.py CMD_FD RESULT_FD
+    python worker.py CMD_FD RESULT_FD
 It imports torch and creates the CUDA context first and says {"ready": true}, so the parent can compile the
 candidate meanwhile. The parent sends one JSON command per line on CMD_FD and reads one JSON result per line
 on RESULT_FD (stdout and stderr belong to the candidate and are captured to a file). Commands:
