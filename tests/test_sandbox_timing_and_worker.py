@@ -12,7 +12,7 @@ TASK = load_task("bulk-copy-scale")
 
 def _raw(cand, cand_sync, base=0.20, base_sync=0.215, recheck=True):
     return {
-        "dims": {"n": 1},
+        "dims": dict(TASK.shapes.timing),
         "reps": 30,
         "candidate_median_ms": cand,
         "candidate_device_sync_median_ms": cand_sync,
@@ -23,7 +23,7 @@ def _raw(cand, cand_sync, base=0.20, base_sync=0.215, recheck=True):
 
 
 def test_honest_kernel_gets_its_speedup():
-    t = judge_timing(TASK, _raw(0.16, 0.175), 1.0)
+    t = judge_timing(TASK, _raw(0.16, 0.175), 1.0, "NVIDIA H200")
     assert t.status == "passed" and not t.escaped_stream
     assert abs(t.speedup - 0.20 / 0.16) < 1e-9
     assert "speedup 1.25x" in t.message
@@ -40,12 +40,40 @@ def test_work_on_another_stream_is_caught_and_timed_honestly():
 def test_wrong_results_after_timing_fail_the_stage():
     t = judge_timing(TASK, _raw(0.16, 0.175, recheck=False), 1.0)
     assert t.status == "failed" and t.recheck_passed is False
-    assert "fresh inputs after the timing loop" in t.message
+    assert "timed repetitions were wrong" in t.message
 
 
-def test_implausible_speedup_is_flagged():
-    t = judge_timing(TASK, _raw(0.01, 0.025, base=0.5, base_sync=0.515), 1.0)
-    assert t.implausible and "implausible" in t.message
+def test_a_time_below_the_roofline_fails_whatever_the_speedup():
+    # bulk-copy-scale at n = 2^26 moves 2 x 256 MB: 0.112 ms at 4.8 TB/s is the fastest an H200 can do it
+    t = judge_timing(TASK, _raw(0.05, 0.065, base=0.2, base_sync=0.215), 1.0, "NVIDIA H200")
+    assert t.status == "failed" and t.implausible
+    assert "roofline" in t.message and t.roofline_ms is not None and abs(t.roofline_ms - 0.1118) < 1e-3
+    # just above the bound passes, even at a large speedup over a slow baseline
+    t = judge_timing(TASK, _raw(0.12, 0.135, base=2.0, base_sync=2.015), 1.0, "NVIDIA H200")
+    assert t.status == "passed" and not t.implausible and t.speedup > 8
+
+
+def test_roofline_counts_flops_of_compute_bound_tasks():
+    gemm = load_task("gemm-wgmma-bf16")  # 2*4096^3 FLOP at 989 TFLOP/s = 0.139 ms; bytes alone = 0.021 ms
+    raw = _raw(0.1, 0.115, base=0.2, base_sync=0.215)
+    raw["dims"] = gemm.shapes.timing
+    t = judge_timing(gemm, raw, 1.0, "NVIDIA H200")
+    assert t.status == "failed" and "GFLOP" in t.message
+    raw = _raw(0.15, 0.165, base=0.2, base_sync=0.215)
+    raw["dims"] = gemm.shapes.timing
+    assert judge_timing(gemm, raw, 1.0, "NVIDIA H200").status == "passed"
+
+
+def test_unknown_gpu_has_no_bound_and_says_so():
+    t = judge_timing(TASK, _raw(0.05, 0.065), 1.0, "Some Future GPU")
+    assert t.status == "passed" and t.roofline_ms is None and "no roofline bound" in t.message
+
+
+def test_a_timed_repetition_with_wrong_samples_fails_with_its_reason():
+    raw = _raw(0.16, 0.175)
+    raw["recheck"] = [{"passed": False, "error": "timed repetition 7: sampled outputs wrong (work skipped or reused?)"}]
+    t = judge_timing(TASK, raw, 1.0, "NVIDIA H200")
+    assert t.status == "failed" and "repetition 7" in t.message
 
 
 def test_worker_without_cuda_is_a_harness_error_not_a_candidate_failure():

@@ -89,11 +89,18 @@ def validate(
     save_json: Annotated[
         Path | None, typer.Option("--save-json", help="also write the full result as JSON to this file")
     ] = None,
+    record_counts: Annotated[
+        bool,
+        typer.Option(
+            "--record-counts",
+            help="write each passing reference's instruction counts to the task folder (execution-counts.json)",
+        ),
+    ] = False,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
     from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
     from ptxrag.tasks import TaskError, list_tasks, load_task
-    from ptxrag.tasks.validate import validate_task
+    from ptxrag.tasks.validate import record_reference_counts, validate_task
 
     try:
         tasks = list_tasks() if (all_ or not task_ids) else [load_task(t) for t in task_ids]
@@ -112,6 +119,12 @@ def validate(
                 st.update(message)
 
             results.append(validate_task(task, sandbox, on_progress=progress))
+        if record_counts:
+            written = record_reference_counts(task, results[-1].reference)
+            console.print(
+                f"{task.id}: counts "
+                + (f"recorded in {written}" if written else "not recorded (no passed run)")
+            )
     if json_out or save_json:
         doc = json.dumps(
             [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import select
 import shutil
@@ -17,14 +18,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ptxrag.tasks.spec import TaskSpec
+from ptxrag.base.expr import evaluate
+from ptxrag.tasks.spec import COUNTS_FILE, TaskSpec
 
 from . import ncu as ncu_mod
+from . import roofline
 from .compile import compile_candidate
 from .containment import Contained, Limits, clean_env, describe_exit, run_contained, tail
 from .opcodes import resolve
@@ -34,6 +38,8 @@ from .results import (
     CorrectnessResult,
     EvaluationReport,
     ExecutionResult,
+    MutantOutcome,
+    MutationResult,
     StaticResult,
     TimingResult,
     skipped,
@@ -41,7 +47,12 @@ from .results import (
 from .static import forbidden_hits, static_check
 from .toolchain import GpuInfo, detect_gpu, find_ncu
 
+if TYPE_CHECKING:
+    from .mutation import Mutant
+
 GPU_DIR = Path(__file__).parent / "gpu"
+#: builds mutants (nvcc, ptxas: CPU work) while the GPU stages of the candidate run
+_MUTANT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ptxrag-mutants")
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ class Sandbox:
             corr: CorrectnessResult = skipped("correctness", "an earlier stage did not pass")  # type: ignore[assignment]
             exe: ExecutionResult = skipped("execution", "an earlier stage did not pass")  # type: ignore[assignment]
             tim: TimingResult = skipped("timing", "an earlier stage did not pass")  # type: ignore[assignment]
+            mut: MutationResult = skipped("mutation", "an earlier stage did not pass")  # type: ignore[assignment]
             if comp.ok and comp.library_path:
                 stage("static")
                 stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
@@ -143,13 +155,22 @@ class Sandbox:
                     corr = skipped("correctness", gpu_why)  # type: ignore[assignment]
                     exe = skipped("execution", gpu_why)  # type: ignore[assignment]
                     tim = skipped("timing", gpu_why)  # type: ignore[assignment]
+                    mut = skipped("mutation", gpu_why)  # type: ignore[assignment]
                 else:
+                    # mutants build on the CPU while the GPU checks the candidate itself
+                    mutants = _MUTANT_POOL.submit(self._build_mutants, task, source)
                     with (self.config.gpu_lock or nullcontext)():
-                        corr, exe, tim = self._gpu_stages(task, Path(comp.library_path), early, stage)
+                        corr, exe, mut, tim = self._gpu_stages(
+                            task, Path(comp.library_path), early, stage, mutants
+                        )
         finally:
             if early is not None:
                 early.close()
-        success = all(s.ok for s in (comp, stat, corr, exe)) and tim.status != "failed"
+        success = (
+            all(s.ok for s in (comp, stat, corr, exe))
+            and mut.status in ("passed",)
+            and tim.status != "failed"
+        )
         return EvaluationReport(
             task_id=task.id,
             source_sha256=sha,
@@ -159,6 +180,7 @@ class Sandbox:
             static=stat,
             correctness=corr,
             execution=exe,
+            mutation=mut,
             timing=tim,
             gpu=self._gpu.label if self._gpu else None,
             total_wall_s=time.monotonic() - t0,
@@ -182,10 +204,12 @@ class Sandbox:
         library: Path,
         worker: _Worker | None = None,
         stage: Callable[[str], None] = lambda _s: None,
-    ) -> tuple[CorrectnessResult, ExecutionResult, TimingResult]:
+        mutants: Future[list[Mutant]] | None = None,
+    ) -> tuple[CorrectnessResult, ExecutionResult, MutationResult, TimingResult]:
         w = worker or _Worker(self.config)
         stage("correctness")
         work = w.work
+        later = "correctness did not pass"
         try:
             lib = work / "candidate.so"
             shutil.copy2(library, lib)
@@ -197,26 +221,126 @@ class Sandbox:
             (work / "job.json").write_text(json.dumps(job))
             corr = w.correctness(work / "job.json")
             if not corr.ok:
-                return (
-                    corr,
-                    skipped("execution", "correctness did not pass"),
-                    skipped(  # type: ignore[return-value]
-                        "timing", "correctness did not pass"
-                    ),
-                )
+                return corr, skipped("execution", later), skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             stage("execution")
-            exe = self._execution(task, work)
+            spare = _Worker(self.config)  # the mutants' worker starts (torch, CUDA) while ncu runs
+            try:
+                exe = self._execution(task, work, w.verify_profiled)
+            except BaseException:
+                spare.close()
+                raise
+            later = "execution check did not pass"
             if not exe.ok:
-                return corr, exe, skipped("timing", "execution check did not pass")  # type: ignore[return-value]
+                spare.close()
+                return corr, exe, skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
+            stage("mutation")
+            # a mutant that hangs (an mbarrier that never completes) is cut off at a few times the honest time
+            mut = self._mutation(task, mutants, spare, limit_s=max(4.0, 3.0 * corr.wall_s))
+            if not mut.ok:
+                return corr, exe, mut, skipped("timing", "mutation check did not pass")  # type: ignore[return-value]
             if not self.config.run_timing:
-                return corr, exe, skipped("timing", "timing disabled")  # type: ignore[return-value]
+                return corr, exe, mut, skipped("timing", "timing disabled")  # type: ignore[return-value]
             stage("timing")
-            tim = w.timing(task)
-            return corr, exe, tim
+            tim = w.timing(task, self._gpu.label if self._gpu else None)
+            return corr, exe, mut, tim
         finally:
             w.close()
 
-    def _execution(self, task: TaskSpec, work: Path) -> ExecutionResult:
+    def _build_mutants(self, task: TaskSpec, source: str) -> list[Mutant]:
+        from .mutation import build_mutants
+
+        return build_mutants(
+            source, task.gencode, task.required_ptx, timeout_s=self.config.stage_limits.compile_s
+        )
+
+    def _mutation(
+        self, task: TaskSpec, mutants: Future[list[Mutant]] | None, spare: _Worker | None, limit_s: float
+    ) -> MutationResult:
+        """Each required instruction's effect removed: the correctness check must then fail (or the kernel
+        fault or hang), else the instruction executed without its result mattering."""
+        t0 = time.monotonic()
+        worker: _Worker | None = spare
+        if mutants is None:
+            if worker is not None:
+                worker.close()
+            return MutationResult(status="error", message="no mutants were built (harness)")
+        try:
+            built = mutants.result(timeout=self.config.stage_limits.compile_s * 2)
+        except Exception as e:  # noqa: BLE001 - the mutant build is harness work
+            if worker is not None:
+                worker.close()
+            return MutationResult(status="error", message=f"building mutants failed: {type(e).__name__}: {e}")
+        outcomes: list[MutantOutcome] = []
+        try:
+            for m in built:
+                if m.status == "not_mutable":
+                    outcomes.append(
+                        MutantOutcome(ptx=m.instruction, status="not mutable", how=m.how, detail=m.message)
+                    )
+                    continue
+                if m.status != "built" or not m.library_path:
+                    outcomes.append(
+                        MutantOutcome(ptx=m.instruction, status="not built", how=m.how, detail=m.message)
+                    )
+                    continue
+                if worker is None:
+                    worker = _Worker(self.config)
+                w = worker
+                lib = w.work / f"mutant-{len(outcomes)}.so"
+                shutil.copy2(m.library_path, lib)
+                lib.chmod(0o644)
+                ref = w.work / "reference.py"
+                shutil.copy2(task.path(task.reference.file), ref)
+                job = w.work / f"mutant-{len(outcomes)}.json"
+                job.write_text(json.dumps(_job(task, lib, ref)))
+                corr = w.correctness(job, limit_s=limit_s)
+                if corr.status == "error" or corr.message.startswith("could not load"):
+                    status, detail = "not built", f"the mutant did not load: {corr.message}"
+                    if worker.dead:
+                        worker.close()
+                        worker = None
+                elif corr.ok:
+                    status = "output unchanged"
+                    detail = "every check still passed without it"
+                else:
+                    status, detail = "output changed", corr.message
+                    # a mutant that faulted or hung took the worker with it
+                    if worker.dead:
+                        worker.close()
+                        worker = None
+                outcomes.append(
+                    MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300])
+                )  # type: ignore[arg-type]
+                if worker is None and any(x.status == "built" for x in built[built.index(m) + 1 :]):
+                    worker = _Worker(self.config)
+        finally:
+            if worker is not None:
+                worker.close()
+        unchanged = [o for o in outcomes if o.status == "output unchanged"]
+        tested = [o for o in outcomes if o.status in ("output changed", "output unchanged")]
+        wall = time.monotonic() - t0
+        if unchanged:
+            names = ", ".join(f"{o.ptx} ({o.how})" for o in unchanged)
+            return MutationResult(
+                status="failed",
+                message=f"the result does not depend on {names}: with it removed every check still passes, "
+                "so it executes without doing the task's work; compute the output with it",
+                mutants=outcomes,
+                wall_s=wall,
+            )
+        rest = [o for o in outcomes if o not in tested]
+        msg = f"{len(tested)} mutant(s) changed the output: " + ", ".join(o.ptx for o in tested)
+        if rest:
+            msg += "; not mutated: " + ", ".join(f"{o.ptx} ({o.status}: {o.detail})" for o in rest)
+        if not tested:
+            msg = "no required instruction could be mutated: " + ", ".join(
+                f"{o.ptx} ({o.detail})" for o in rest
+            )
+        return MutationResult(status="passed", message=msg, mutants=outcomes, wall_s=wall)
+
+    def _execution(
+        self, task: TaskSpec, work: Path, verify_profiled: Callable[[Path], list[CheckResult]] | None = None
+    ) -> ExecutionResult:
         t0 = time.monotonic()
         ncu = find_ncu()
         if ncu is None:
@@ -271,8 +395,18 @@ class Sandbox:
                 wall_s=wall,
             )
         results = [ncu_mod.execution_counts(kernels, resolve(p)) for p in task.required_ptx]
-        ok = all(r.executed for r in results)
+        results = [r.model_copy(update={"min_required": minimum_count(task, r.ptx)}) for r in results]
+        ok = all(r.executed and r.predicated_on_thread_instructions >= (r.min_required or 1) for r in results)
         msg = "; ".join(ncu_mod.explain(r) for r in results)
+        verified = verify_profiled(work) if verify_profiled is not None else None
+        if verified is not None:
+            bad = [c for c in verified if not c.passed]
+            if bad:
+                ok = False
+                msg = (
+                    "the profiled call's outputs were wrong, so its instruction counts do not count: "
+                    + _describe_bad(bad[0])
+                )
         return ExecutionResult(
             status="passed" if ok else "failed",
             message=msg,
@@ -421,7 +555,15 @@ class _Worker:
             raise _WorkerDied(self._death()) from e
         return self._read(timeout_s, doing)
 
-    def correctness(self, job: Path) -> CorrectnessResult:
+    @property
+    def dead(self) -> bool:
+        return (
+            self.start_error is not None
+            or self.c.proc.poll() is not None
+            or bool(self.c.tracked.killed_reason)
+        )
+
+    def correctness(self, job: Path, limit_s: float | None = None) -> CorrectnessResult:
         t0 = time.monotonic()
         try:
             loaded = self._ask(
@@ -437,7 +579,7 @@ class _Worker:
                 )
             res = self._ask(
                 {"cmd": "correctness", "save_inputs": str(self.work / "inputs")},
-                self.config.stage_limits.correctness_s,
+                limit_s or self.config.stage_limits.correctness_s,
                 "the correctness checks",
             )
         except _WorkerDied as e:
@@ -469,7 +611,21 @@ class _Worker:
             status="failed", message=_describe_bad(bad[0]), checks=checks, stdout_tail=out_tail, wall_s=wall
         )
 
-    def timing(self, task: TaskSpec) -> TimingResult:
+    def verify_profiled(self, work: Path) -> list[CheckResult]:
+        """Compare the outputs the profiled launch saved with the reference of its inputs."""
+        try:
+            res = self._ask(
+                {"cmd": "verify_profiled", "dir": str(work / "inputs")},
+                self.config.stage_limits.correctness_s,
+                "checking the profiled call's outputs",
+            )
+        except _WorkerDied as e:
+            return [CheckResult(label="profiled launch", dims={}, passed=False, error=str(e))]
+        if not res.get("ok"):
+            return [CheckResult(label="profiled launch", dims={}, passed=False, error=res.get("error", "?"))]
+        return [CheckResult(**{k: v for k, v in c.items() if k != "seed"}) for c in res["checks"]]
+
+    def timing(self, task: TaskSpec, gpu_name: str | None = None) -> TimingResult:
         t0 = time.monotonic()
         try:
             res = self._ask({"cmd": "timing"}, self.config.stage_limits.timing_s, "timing")
@@ -479,7 +635,7 @@ class _Worker:
         if not res.get("ok"):
             status = "error" if res.get("kind") == "harness" else "failed"
             return TimingResult(status=status, message=res.get("error", "timing failed"), wall_s=wall)  # type: ignore[arg-type]
-        return judge_timing(task, res, wall)
+        return judge_timing(task, res, wall, gpu_name)
 
 
 def _describe_bad(c: CheckResult) -> str:
@@ -497,8 +653,33 @@ def _describe_bad(c: CheckResult) -> str:
     )
 
 
-def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingResult:
-    """Turn raw timings into a verdict: catch escaped streams, result reuse and implausible speedups."""
+def minimum_count(task: TaskSpec, ptx: str) -> int | None:
+    """The predicated-on count one profiled call (at the first check shape) must reach, if the task sets one:
+    its own expression, else a fraction of the reference solution's recorded count."""
+    expr = task.execution.min_counts.get(ptx)
+    if expr is not None:
+        return max(1, math.ceil(evaluate(expr, task.shapes.check[0])))
+    recorded = reference_counts(task)
+    if recorded and ptx in recorded:
+        return max(1, math.ceil(task.execution.min_fraction_of_reference * recorded[ptx]))
+    return None
+
+
+def reference_counts(task: TaskSpec) -> dict[str, int] | None:
+    """The reference solution's predicated-on counts at the first check shape (``tasks validate --record-counts``)."""
+    path = task.path(COUNTS_FILE)
+    if not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    if doc.get("dims") != task.shapes.check[0]:
+        return None  # recorded for another shape: stale
+    return {k: int(v) for k, v in doc.get("counts", {}).items()}
+
+
+def judge_timing(
+    task: TaskSpec, res: dict[str, Any], wall_s: float, gpu_name: str | None = None
+) -> TimingResult:
+    """Turn raw timings into a verdict: escaped streams, skipped or reused work, times below the roofline."""
     cand = res["candidate_median_ms"]
     cand_sync = res["candidate_device_sync_median_ms"]
     base = res.get("baseline_median_ms")
@@ -507,16 +688,40 @@ def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingRe
     # a device-wide synchronisation; host overhead is estimated from the baseline's own gap
     overhead = max(0.0, (base_sync - base)) if base is not None and base_sync is not None else 0.05
     escaped = (cand_sync - cand) > max(0.02, 0.5 * cand) + overhead
-    recheck_ok = all(r.get("passed") for r in res.get("recheck", []))
+    rechecks = res.get("recheck", [])
+    recheck_ok = all(r.get("passed") for r in rechecks)
     t_cand = max(cand, cand_sync - overhead) if escaped else cand
     t_base = base
     speedup = (t_base / t_cand) if (t_base is not None and t_cand > 0) else None
-    implausible = speedup is not None and speedup > task.timing.max_plausible_speedup
+    dims = res["dims"]
+    bound = None
+    if task.timing.roofline:
+        tensors: list[tuple[list[int | str], str]] = [
+            (t.shape, str(t.dtype)) for t in (*task.inputs, *task.outputs)
+        ]
+        bound = roofline.lower_bound(
+            gpu_name or res.get("gpu") or "",
+            dims,
+            tensors,
+            bytes_expr=task.timing.bytes,
+            flops_expr=task.timing.flops,
+            flops_type=task.timing.flops_type,
+        )
+    below_roofline = bound is not None and t_cand < bound.seconds * 1e3
+    cap = task.timing.max_plausible_speedup
+    implausible = below_roofline or (cap is not None and speedup is not None and speedup > cap)
     msgs = []
     status = "passed"
     if not recheck_ok:
         status = "failed"
-        msgs.append("outputs were wrong on fresh inputs after the timing loop (results reused or a race)")
+        first = next(r for r in rechecks if not r.get("passed"))
+        detail = first.get("error") or (
+            f"{first.get('label', 'a timed repetition')}: {first.get('mismatches', '?')} of "
+            f"{first.get('numel', '?')} elements wrong"
+        )
+        msgs.append(
+            f"outputs of the timed repetitions were wrong ({detail}): every call must do the whole work"
+        )
     if escaped:
         status = "failed"
         msgs.append(
@@ -527,14 +732,21 @@ def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingRe
         msgs.insert(0, f"candidate {t_cand:.3f} ms vs baseline {t_base:.3f} ms: speedup {speedup:.2f}x")
     else:
         msgs.insert(0, f"candidate {t_cand:.3f} ms (no baseline)")
-    if implausible:
+    if below_roofline and bound is not None:
+        status = "failed"
         msgs.append(
-            f"speedup above {task.timing.max_plausible_speedup:g}x is implausible: flagged for review"
+            f"faster than the hardware allows: {t_cand:.4f} ms is below the roofline bound "
+            f"{bound.seconds * 1e3:.4f} ms ({bound.explain}); the work was not done in the timed call"
         )
+    elif implausible:
+        status = "failed"
+        msgs.append(f"speedup above the task's ceiling of {cap:g}x")
+    if bound is None and task.timing.roofline:
+        msgs.append("no roofline bound for this GPU (peaks unknown)")
     return TimingResult(
         status=status,  # type: ignore[arg-type]
         message="; ".join(msgs),
-        dims=res["dims"],
+        dims=dims,
         candidate_median_ms=cand,
         baseline_median_ms=base,
         candidate_device_sync_median_ms=cand_sync,
@@ -543,6 +755,7 @@ def judge_timing(task: TaskSpec, res: dict[str, Any], wall_s: float) -> TimingRe
         speedup=speedup,
         escaped_stream=escaped,
         implausible=implausible,
+        roofline_ms=bound.seconds * 1e3 if bound is not None else None,
         recheck_passed=recheck_ok,
         wall_s=wall_s,
     )

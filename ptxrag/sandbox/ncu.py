@@ -132,10 +132,15 @@ def execution_counts(kernels: list[KernelCounters], req: Requirement) -> Instruc
 
 def explain(ie: InstructionExecution) -> str:
     """One line an agent can act on."""
-    if ie.executed:
+    n = ie.predicated_on_thread_instructions
+    if ie.executed and ie.min_required is not None and n < ie.min_required:
         return (
-            f"{ie.ptx}: executed ({ie.predicated_on_thread_instructions} predicated-on thread instructions)"
+            f"{ie.ptx}: executed only {n} times (predicated-on thread instructions), below the {ie.min_required} "
+            "this shape needs: a token use while other code does the work; do the task's work with it"
         )
+    if ie.executed:
+        need = f", minimum {ie.min_required}" if ie.min_required is not None else ""
+        return f"{ie.ptx}: executed ({n} predicated-on thread instructions{need})"
     if ie.sass_rows == 0:
         return f"{ie.ptx}: not in any profiled kernel (is it in a kernel you launch?)"
     if ie.instructions_executed > 0:

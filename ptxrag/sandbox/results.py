@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["passed", "failed", "skipped", "error"]
-StageName = Literal["compile", "static", "correctness", "execution", "timing"]
-STAGES: tuple[StageName, ...] = ("compile", "static", "correctness", "execution", "timing")
+StageName = Literal["compile", "static", "correctness", "execution", "mutation", "timing"]
+STAGES: tuple[StageName, ...] = ("compile", "static", "correctness", "execution", "mutation", "timing")
 
 
 class _Result(BaseModel):
@@ -91,6 +91,10 @@ class InstructionExecution(_Result):
     thread_instructions_executed: int = 0
     predicated_on_thread_instructions: int = 0
     executed: bool = False
+    min_required: int | None = Field(
+        None,
+        description="predicated-on count one call must reach (task expression or fraction of the reference)",
+    )
 
 
 class ExecutionResult(StageResult):
@@ -99,6 +103,22 @@ class ExecutionResult(StageResult):
     kernels_profiled: list[str] = Field(default_factory=list)
     ncu_command: list[str] = Field(default_factory=list)
     ncu_csv_path: str | None = None
+
+
+class MutantOutcome(_Result):
+    """One required instruction, removed or with its result replaced, and what the correctness check said."""
+
+    ptx: str
+    status: Literal["output changed", "output unchanged", "not mutable", "not built"]
+    how: str = ""
+    detail: str = ""
+
+
+class MutationResult(StageResult):
+    """The instruction's result must matter: a rebuild without it must fail the correctness check."""
+
+    stage: Literal["mutation"] = "mutation"
+    mutants: list[MutantOutcome] = Field(default_factory=list)
 
 
 class TimingResult(StageResult):
@@ -111,7 +131,12 @@ class TimingResult(StageResult):
     reps: int = 0
     speedup: float | None = Field(None, description="baseline time / candidate time")
     escaped_stream: bool = False
-    implausible: bool = False
+    implausible: bool = Field(
+        False, description="below the roofline bound or above the task's speedup ceiling"
+    )
+    roofline_ms: float | None = Field(
+        None, description="fastest possible time on this GPU; below it = failed"
+    )
     recheck_passed: bool | None = Field(None, description="outputs right on unseen inputs after timing")
 
 
@@ -126,12 +151,17 @@ class EvaluationReport(_Result):
     static: StaticResult
     correctness: CorrectnessResult
     execution: ExecutionResult
+    mutation: MutationResult = Field(
+        default_factory=lambda: MutationResult(
+            status="skipped", message="not run (report from before the mutation stage)"
+        )
+    )
     timing: TimingResult
     gpu: str | None = None
     total_wall_s: float = 0.0
 
     def stages(self) -> list[StageResult]:
-        return [self.compile, self.static, self.correctness, self.execution, self.timing]
+        return [self.compile, self.static, self.correctness, self.execution, self.mutation, self.timing]
 
     @property
     def first_failure(self) -> StageResult | None:
@@ -155,6 +185,7 @@ def skipped(stage: StageName, why: str) -> StageResult:
         "static": StaticResult,
         "correctness": CorrectnessResult,
         "execution": ExecutionResult,
+        "mutation": MutationResult,
         "timing": TimingResult,
     }[stage]
     return cls(status="skipped", message=why)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ptxrag.base.expr import ExpressionError, evaluate
+
 #: dtype names accepted in task specs (torch names without the ``torch.`` prefix).
 DTYPES = (
     "float32",
@@ -55,7 +57,10 @@ ARCHS: dict[str, tuple[tuple[int, int], str]] = {
 #: Things a task can forbid. Each maps to what the static check looks for (see sandbox/static.py).
 FORBIDDABLE = ("cublas", "cublaslt", "cudnn", "cutlass", "cute", "thrust", "cub", "torch", "dlopen", "triton")
 
-Stage = Literal["compile", "static", "correctness", "execution", "timing"]
+#: the reference solution's instruction counts, written by `ptxrag tasks validate --record-counts`
+COUNTS_FILE = "execution-counts.json"
+
+Stage = Literal["compile", "static", "correctness", "execution", "mutation", "timing"]
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,63}$")
 _DIM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -138,7 +143,26 @@ class Tolerance(_Frozen):
 class TimingSpec(_Frozen):
     warmup: int = 5
     reps: int = 30
-    max_plausible_speedup: float = 8.0
+    #: FLOPs of one call at the timing shape, as an expression of the dimensions (e.g. "2*m*n*k"); with
+    #: the bytes every input and output occupies, it gives the roofline bound below which timing fails
+    flops: str | None = None
+    #: which peak rate the FLOPs run at (tensor-core operand type, or "fp32" for CUDA cores)
+    flops_type: Literal["bf16", "fp16", "fp8", "int8", "tf32", "fp64", "fp32"] = "fp32"
+    #: bytes one call must move at least, when not every input and output is touched once
+    bytes: str | None = None
+    #: a task whose honest kernels may beat the roofline bound (e.g. inputs that need not all be read)
+    roofline: bool = True
+    #: an explicit ceiling on the speedup over the baseline, on top of the roofline bound
+    max_plausible_speedup: float | None = None
+
+
+class ExecutionSpec(_Frozen):
+    """How much of each required instruction one profiled call must execute (predicated-on thread count)."""
+
+    #: instruction -> minimum count as an expression of the check shape's dimensions
+    min_counts: dict[str, str] = Field(default_factory=dict)
+    #: without an expression: this fraction of the reference solution's count (recorded by `tasks validate`)
+    min_fraction_of_reference: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
 
 
 class ControlSpec(_Frozen):
@@ -175,6 +199,7 @@ class TaskSpec(_Frozen):
     shapes: ShapeSets
     tolerance: Tolerance = Tolerance()
     timing: TimingSpec = TimingSpec()
+    execution: ExecutionSpec = ExecutionSpec()
     reference: ReferenceSpec = ReferenceSpec()
     solution: str = "solution.cu"
     workspace_bytes: int = 0
@@ -221,6 +246,24 @@ class TaskSpec(_Frozen):
         for i in self.shapes.awkward:
             if not 0 <= i < len(self.shapes.check):
                 raise ValueError(f"shapes.awkward: index {i} is not a check set")
+        for where, expr, shape in (
+            ("timing.flops", self.timing.flops, self.shapes.timing),
+            ("timing.bytes", self.timing.bytes, self.shapes.timing),
+            *(
+                (f"execution.min_counts[{k!r}]", v, self.shapes.check[0])
+                for k, v in self.execution.min_counts.items()
+            ),
+        ):
+            if expr is not None:
+                try:
+                    evaluate(expr, shape)
+                except ExpressionError as e:
+                    raise ValueError(f"{where}: {e}") from None
+        unknown = set(self.execution.min_counts) - set(self.required_ptx)
+        if unknown:
+            raise ValueError(
+                f"execution.min_counts names instructions not in required_ptx: {sorted(unknown)}"
+            )
         return self
 
     # -- derived -----------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ stage is reported as not verified here, never as passed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .spec import TaskSpec
+from .spec import COUNTS_FILE, TaskSpec
 
 if TYPE_CHECKING:
     from ptxrag.sandbox import EvaluationReport, Sandbox
@@ -38,7 +40,7 @@ class TaskValidation:
         return self.reference_verdict != "FAILED" and all(c.verdict != "FAILED" for c in self.controls)
 
 
-GPU_STAGES = ("correctness", "execution", "timing")
+GPU_STAGES = ("correctness", "execution", "mutation", "timing")
 
 
 def _reference_verdict(rep: EvaluationReport) -> Verdict:
@@ -73,3 +75,19 @@ def validate_task(
             msg = f"failed at {failed_at} instead of {c.must_fail_at}: {first.message if first else ''}"
         out.controls.append(ControlOutcome(c.file, c.must_fail_at, failed_at, verdict, msg, rep))
     return out
+
+
+def record_reference_counts(task: TaskSpec, rep: EvaluationReport) -> Path | None:
+    """Write the reference solution's predicated-on counts (first check shape) next to task.toml, so that
+    ``execution.min_fraction_of_reference`` has something to be a fraction of. Only from a passed run."""
+    if rep.execution.status != "passed":
+        return None
+    doc = {
+        "recorded_by": "ptxrag tasks validate --record-counts",
+        "gpu": rep.gpu,
+        "dims": task.shapes.check[0],
+        "counts": {i.ptx: i.predicated_on_thread_instructions for i in rep.execution.instructions},
+    }
+    path = task.path(COUNTS_FILE)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path

@@ -32,6 +32,11 @@ except ImportError:  # run by path
 import torch
 
 INT_POISON = -0x5EADBEEF  # fits int32/int64; unsigned and small ints use their max value
+GUARD_BYTES = 1 << 16  # random bytes before and after every tensor: a write outside a tensor changes them
+SAMPLES_PER_OUTPUT = 64  # output positions re-poisoned before and verified after every timed repetition
+TIMING_SLOTS = 3  # buffer sets rotated through the timed loop
+TIMING_CONTENTS = 3  # distinct input contents moved between the slots (so a pointer never keys a result)
+FULL_CHECKS = 2  # timed repetitions whose whole output is verified
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -52,6 +57,8 @@ class Worker:
         self.baseline = getattr(mod, job["baseline_function"], None)
         self.stream = torch.cuda.Stream(device=self.device)
         self.scalars = {s["name"]: float(s["value"]) for s in job["scalars"]}
+        self.guards: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.saved_ref: dict[str, torch.Tensor] | None = None
         ws = int(job.get("workspace_bytes", 0))
         self.workspace = torch.zeros(ws, dtype=torch.uint8, device=self.device) if ws else None
 
@@ -74,15 +81,54 @@ class Worker:
             m, s = float(init.get("mean", 0.0)), float(init.get("std", 1.0))
             x.copy_(torch.randn(x.shape, generator=gen, device=self.device, dtype=torch.float32) * s + m)
 
+    def guarded(self, shape: list[int], dtype: torch.dtype, name: str) -> torch.Tensor:
+        """A contiguous tensor inside a larger allocation whose bytes before and after it are random and
+        remembered: ``guards_intact`` finds any write outside the tensor (within GUARD_BYTES of it)."""
+        numel = 1
+        for d in shape:
+            numel *= d
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        raw = torch.empty(2 * GUARD_BYTES + nbytes, dtype=torch.uint8, device=self.device)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(secrets.randbits(63))
+        raw.copy_(torch.randint(0, 256, raw.shape, generator=gen, device=self.device, dtype=torch.uint8))
+        x = raw[GUARD_BYTES : GUARD_BYTES + nbytes].view(dtype).view(shape)
+        self.guards.append((name, raw, raw[:GUARD_BYTES].clone(), raw[GUARD_BYTES + nbytes :].clone()))
+        return x
+
+    def guards_intact(self) -> str | None:
+        """None, or which allocation's guard bytes the candidate overwrote."""
+        for name, raw, before, after in self.guards:
+            n = before.numel()
+            if not torch.equal(raw[:n], before):
+                return f"wrote outside its tensors: the {n} bytes just before {name} changed"
+            if not torch.equal(raw[raw.numel() - after.numel() :], after):
+                return f"wrote outside its tensors: the {after.numel()} bytes just after {name} changed"
+        return None
+
     def make_inputs(self, dims: dict, seed: int) -> dict[str, torch.Tensor]:
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
         out = {}
         for t in self.job["inputs"]:
-            x = torch.empty(self.shape(t, dims), dtype=_dtype(t["dtype"]), device=self.device)
+            x = self.guarded(self.shape(t, dims), _dtype(t["dtype"]), f"input {t['name']!r}")
             self.fill_input(x, t.get("init", {}), gen)
             out[t["name"]] = x
         return out
+
+    @staticmethod
+    def private_copy(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Copies the candidate never sees: the reference runs on these, and the inputs are compared to them."""
+        return {k: v.clone() for k, v in inputs.items()}
+
+    @staticmethod
+    def inputs_changed(inputs: dict[str, torch.Tensor], private: dict[str, torch.Tensor]) -> str | None:
+        for k, v in inputs.items():
+            a, b = v.reshape(-1).view(torch.uint8), private[k].reshape(-1).view(torch.uint8)
+            if not torch.equal(a, b):
+                n = int((a != b).sum())
+                return f"modified its input {k!r} ({n} of {a.numel()} bytes changed); inputs are read-only"
+        return None
 
     def refill_inputs(self, inputs: dict[str, torch.Tensor], seed: int) -> None:
         gen = torch.Generator(device=self.device)
@@ -101,7 +147,7 @@ class Worker:
     def make_outputs(self, dims: dict) -> dict[str, torch.Tensor]:
         out = {}
         for t in self.job["outputs"]:
-            x = torch.empty(self.shape(t, dims), dtype=_dtype(t["dtype"]), device=self.device)
+            x = self.guarded(self.shape(t, dims), _dtype(t["dtype"]), f"output {t['name']!r}")
             self.poison(x)
             out[t["name"]] = x
         return out
@@ -182,7 +228,9 @@ class Worker:
 
     def check_once(self, dims: dict, label: str, save_dir: str | None = None) -> list[dict]:
         seed = secrets.randbits(63)
+        self.guards = []
         inputs = self.make_inputs(dims, seed)
+        private = self.private_copy(inputs)
         outputs = self.make_outputs(dims)
         call = self.call(inputs, outputs)
         torch.cuda.synchronize()
@@ -190,9 +238,17 @@ class Worker:
             self.run_candidate(call)
         self.stream.synchronize()
         torch.cuda.synchronize()  # a fault in the candidate surfaces here (and is sticky)
+        tampered = self.inputs_changed(inputs, private) or self.guards_intact()
+        if tampered:
+            return [
+                {"output": t["name"], "passed": False, "error": tampered, "label": label, "dims": dims}
+                for t in self.job["outputs"][:1]
+            ]
         if save_dir:
-            self.save_inputs(inputs, outputs, save_dir)
-        ref = self.run_reference(inputs)
+            self.save_inputs(private, outputs, save_dir)
+        ref = self.run_reference(private)
+        if save_dir:
+            self.saved_ref = {k: v.to(self.device) for k, v in ref.items()}
         results = []
         for t in self.job["outputs"]:
             name = t["name"]
@@ -224,7 +280,7 @@ class Worker:
             x = outputs[t["name"]]
             tensors.append(
                 {
-                    "file": "",
+                    "file": os.path.join(save_dir, f"out_{t['name']}.bin"),
                     "dtype": t["dtype"],
                     "shape": list(x.shape),
                     "strides": list(x.stride()),
@@ -247,63 +303,173 @@ class Worker:
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
         return {"checks": checks}
 
+    def verify_profiled(self, cmd: dict) -> dict:
+        """Compare the outputs the profiled launch wrote with the reference of the same inputs: the
+        instruction counts only count when they come from a call whose result is right."""
+        if self.saved_ref is None:
+            raise RuntimeError("no saved reference: run correctness with save_inputs first")
+        results = []
+        for t in self.job["outputs"]:
+            ref = self.saved_ref[t["name"]]
+            path = os.path.join(cmd["dir"], f"out_{t['name']}.bin")
+            try:
+                with open(path, "rb") as f:
+                    data = bytearray(f.read())
+            except OSError as e:
+                results.append({"output": t["name"], "passed": False, "error": f"no output saved: {e}"})
+                continue
+            dtype = _dtype(t["dtype"])
+            want = ref.numel() * torch.empty((), dtype=dtype).element_size()
+            if len(data) != want:
+                results.append({"output": t["name"], "passed": False, "error": "output size differs"})
+                continue
+            out = torch.frombuffer(data, dtype=torch.uint8).view(dtype).view(ref.shape).to(self.device)
+            r = self.compare(t["name"], out, ref)
+            r.update(label="profiled launch", dims={})
+            results.append(r)
+        return {"checks": results}
+
     # -- timing ---------------------------------------------------------------------------------------------
     def timing(self, cmd: dict) -> dict:
+        """Candidate and baseline through the same timed loop, every repetition doing the real work.
+
+        TIMING_SLOTS buffer sets (each input and output guarded) take turns; before each repetition one of
+        TIMING_CONTENTS private input contents is copied into the slot (so neither a pointer nor a slot
+        predicts the result), the slot's outputs are poisoned whole and L2 is flushed, all outside the
+        timed window. After each repetition SAMPLES_PER_OUTPUT output positions are gathered (outside the
+        window) and later compared with the reference of the content that repetition saw; FULL_CHECKS
+        random repetitions have their whole output compared. Inputs must be unchanged and guards intact.
+        """
         t = self.job["timing"]
         dims = self.job["timing_dims"]
-        inputs = self.make_inputs(dims, secrets.randbits(63))
-        outputs = self.make_outputs(dims)
-        call = self.call(inputs, outputs)
+        reps, warmup = int(t["reps"]), int(t["warmup"])
+        self.guards = []
+        contents = [self.make_inputs(dims, secrets.randbits(63)) for _ in range(TIMING_CONTENTS)]
+        contents = [self.private_copy(c) for c in contents]  # plain (unguarded) private tensors
+        self.guards = []
+        refs = [self.run_reference(c) for c in contents]
+        slots = []
+        for _ in range(TIMING_SLOTS):
+            ins = self.make_inputs(dims, secrets.randbits(63))
+            outs = self.make_outputs(dims)
+            slots.append((ins, outs, self.call(ins, outs)))
+        names = [o["name"] for o in self.job["outputs"]]
+        idx = {
+            n: torch.randint(0, max(slots[0][1][n].numel(), 1), (SAMPLES_PER_OUTPUT,), device=self.device)
+            for n in names
+        }
         l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
         flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
+        rng = secrets.SystemRandom()
+        total = warmup + reps
+        plan = [(i % TIMING_SLOTS, rng.randrange(TIMING_CONTENTS)) for i in range(total)]
+        full_at = set(rng.sample(range(warmup, total), min(FULL_CHECKS, reps)))
+        held = [-1] * TIMING_SLOTS  # which content each slot holds now
 
-        def cand() -> None:
-            self.run_candidate(call)
+        def prepare(i: int, poison: bool) -> None:
+            s_i, c_i = plan[i]
+            if held[s_i] != c_i:
+                for k, v in slots[s_i][0].items():
+                    v.copy_(contents[c_i][k])
+                held[s_i] = c_i
+            if poison:
+                for x in slots[s_i][1].values():
+                    self.poison(x)
+            flush.zero_()
 
-        def base() -> None:
+        def cand(i: int) -> None:
+            self.run_candidate(slots[plan[i][0]][2])
+
+        def base(i: int) -> None:
             assert self.baseline is not None
-            self.baseline(inputs, dict(self.scalars))
+            self.baseline(slots[plan[i][0]][0], dict(self.scalars))
 
-        res: dict = {"dims": dims, "reps": int(t["reps"])}
-        res["candidate_median_ms"], res["candidate_device_sync_median_ms"] = self.time_fn(cand, flush, t)
+        samples: dict[int, dict[str, torch.Tensor]] = {}
+        full: dict[int, dict[str, torch.Tensor]] = {}
+
+        def after_cand(i: int) -> None:
+            outs = slots[plan[i][0]][1]
+            samples[i] = {n: outs[n].reshape(-1).index_select(0, idx[n]) for n in names}
+            if i in full_at:
+                full[i] = {n: outs[n].clone() for n in names}
+
+        res: dict = {"dims": dims, "reps": reps, "gpu": torch.cuda.get_device_name(self.device)}
+        res["candidate_median_ms"], res["candidate_device_sync_median_ms"] = self.time_fn(
+            cand, prepare, after_cand, warmup, reps, poison=True
+        )
         if self.baseline is not None:
-            res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = self.time_fn(base, flush, t)
-        # no result reuse: fresh values in the same buffers, poisoned outputs, one more call, compare
-        self.refill_inputs(inputs, secrets.randbits(63))
-        for x in outputs.values():
-            self.poison(x)
+            held[:] = [-1] * TIMING_SLOTS
+            res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = self.time_fn(
+                base, prepare, None, warmup, reps, poison=False
+            )
         torch.cuda.synchronize()
-        with torch.cuda.stream(self.stream):
-            cand()
-        torch.cuda.synchronize()
-        ref = self.run_reference(inputs)
-        rechecks = [self.compare(o["name"], outputs[o["name"]], ref[o["name"]]) for o in self.job["outputs"]]
-        res["recheck"] = rechecks
+        res["recheck"] = self.verify_timed(plan, contents, refs, slots, held, samples, full, idx, names)
         return res
 
-    def time_fn(self, fn, flush: torch.Tensor, t: dict) -> tuple[float, float]:
-        """Median of CUDA-event times on the given stream (L2 flushed before each rep), and the median
-        of host times around fn with the whole device synchronised (catches work on other streams)."""
+    def verify_timed(self, plan, contents, refs, slots, held, samples, full, idx, names) -> list[dict]:
+        """Every repetition's sampled outputs, the fully kept ones, inputs and guards after the timed loop."""
+        checks: list[dict] = []
+        bad_reps = []
+        for i, got in sorted(samples.items()):
+            ref = refs[plan[i][1]]
+            for n in names:
+                r = self.compare(n, got[n], ref[n].reshape(-1).to(self.device).index_select(0, idx[n]))
+                if not r["passed"]:
+                    bad_reps.append(i)
+                    if len(bad_reps) == 1:
+                        r.update(
+                            error=f"timed repetition {i + 1}: sampled outputs wrong (work skipped or reused?)"
+                        )
+                        checks.append(r)
+        if bad_reps:
+            checks[-1]["error"] += f"; {len(set(bad_reps))} of {len(samples)} repetitions wrong"
+        for i, got in sorted(full.items()):
+            ref = refs[plan[i][1]]
+            for n in names:
+                r = self.compare(n, got[n], ref[n])
+                r.update(label=f"timed repetition {i + 1} (whole output)")
+                checks.append(r)
+        for s_i, (ins, _outs, _call) in enumerate(slots):
+            if held[s_i] >= 0:
+                why = self.inputs_changed(ins, contents[held[s_i]])
+                if why:
+                    checks.append({"output": names[0], "passed": False, "error": f"during timing: {why}"})
+        why = self.guards_intact()
+        if why:
+            checks.append({"output": names[0], "passed": False, "error": f"during timing: {why}"})
+        if not checks:
+            checks.append({"output": names[0], "passed": True})
+        return checks
+
+    def time_fn(self, fn, prepare, after, warmup: int, reps: int, poison: bool) -> tuple[float, float]:
+        """Median of CUDA-event times on the given stream, each repetition prepared (content rotated,
+        outputs poisoned, L2 flushed) outside its timed window; and the median of host times around fn
+        with the whole device synchronised (catches work on other streams)."""
         with torch.cuda.stream(self.stream):
-            for _ in range(int(t["warmup"])):
-                fn()
+            for i in range(warmup):
+                prepare(i, poison)
+                fn(i)
+                if after is not None:
+                    after(i)
             torch.cuda.synchronize()
-            reps = int(t["reps"])
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            for i in range(reps):
-                flush.zero_()
-                starts[i].record(self.stream)
-                fn()
-                ends[i].record(self.stream)
+            for r in range(reps):
+                i = warmup + r
+                prepare(i, poison)
+                starts[r].record(self.stream)
+                fn(i)
+                ends[r].record(self.stream)
+                if after is not None:
+                    after(i)
             torch.cuda.synchronize()
             ev = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
             walls = []
-            for _ in range(max(5, min(reps, 15))):
-                flush.zero_()
+            for r in range(max(5, min(reps, 15))):
+                prepare(warmup + r, poison)
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                fn()
+                fn(warmup + r)
                 torch.cuda.synchronize()
                 walls.append((time.perf_counter() - t0) * 1e3)
         return ev, statistics.median(walls)
