@@ -76,6 +76,8 @@ class SandboxConfig:
     stage_limits: StageLimits = field(default_factory=StageLimits)
     use_compile_cache: bool = True
     run_timing: bool = True
+    #: False: skip the mutation stage (a report then never says success; for debugging the other stages)
+    run_mutation: bool = True
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
     cuda_device: str | None = (
@@ -158,7 +160,11 @@ class Sandbox:
                     mut = skipped("mutation", gpu_why)  # type: ignore[assignment]
                 else:
                     # mutants build on the CPU while the GPU checks the candidate itself
-                    mutants = _MUTANT_POOL.submit(self._build_mutants, task, source)
+                    mutants = (
+                        _MUTANT_POOL.submit(self._build_mutants, task, source)
+                        if self.config.run_mutation
+                        else None
+                    )
                     with (self.config.gpu_lock or nullcontext)():
                         corr, exe, mut, tim = self._gpu_stages(
                             task, Path(comp.library_path), early, stage, mutants
@@ -233,6 +239,15 @@ class Sandbox:
             if not exe.ok:
                 spare.close()
                 return corr, exe, skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
+            if not self.config.run_mutation:
+                spare.close()
+                mut = skipped("mutation", "mutation check disabled")  # type: ignore[assignment]
+                tim = (
+                    w.timing(task, self._gpu.label if self._gpu else None)
+                    if self.config.run_timing
+                    else skipped("timing", "timing disabled")
+                )
+                return corr, exe, mut, tim  # type: ignore[return-value]
             stage("mutation")
             # a mutant that hangs (an mbarrier that never completes) is cut off at a few times the honest time
             mut = self._mutation(task, mutants, spare, limit_s=max(4.0, 3.0 * corr.wall_s))
