@@ -445,6 +445,9 @@ class Worker:
         """Median of CUDA-event times on the given stream, each repetition prepared (content rotated,
         outputs poisoned, L2 flushed) outside its timed window; and the median of host times around fn
         with the whole device synchronised (catches work on other streams)."""
+        # inputs, contents and sample indices were made on the default stream; the pool stream does not
+        # wait for it (PyTorch creates it non-blocking), so start from an idle device
+        torch.cuda.synchronize()
         with torch.cuda.stream(self.stream):
             for i in range(warmup):
                 prepare(i, poison)
