@@ -55,7 +55,7 @@ ARCHS: dict[str, tuple[tuple[int, int], str]] = {
 #: Things a task can forbid. Each maps to what the static check looks for (see sandbox/static.py).
 FORBIDDABLE = ("cublas", "cublaslt", "cudnn", "cutlass", "cute", "thrust", "cub", "torch", "dlopen", "triton")
 
-Stage = Literal["compile", "static", "correctness", "execution", "timing"]
+Stage = Literal["compile", "static", "correctness", "mutation", "execution", "timing"]
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,63}$")
 _DIM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
