@@ -40,8 +40,9 @@ class Mutant:
     build_s: float = 0.0
 
 
-_COMMENT_RE = re.compile(r"//[^\n]*")
-_STMT_RE = re.compile(r"(?P<guard>@!?%?[\w$]+\s+)?(?P<op>[a-z][\w.:]*)(?P<ops>[^;{}]*);")
+#: comments, and -lineinfo directives (`.loc ..., function_name $L__info_string3, ...` has no `;`)
+_COMMENT_RE = re.compile(r"//[^\n]*|^[ \t]*\.(?:loc|file)\b[^\n]*", re.MULTILINE)
+_STMT_RE = re.compile(r"(?P<guard>@!?%?[\w$]+\s+)?(?P<op>[a-z][\w.:]*)(?P<ops>(?:[^;{}]|\{[^{};]*\})*);")
 _REG_DECL_RE = re.compile(r"\.reg\s+\.(\w+)\s+(%?[\w$]+)(<\d+>)?")
 
 
