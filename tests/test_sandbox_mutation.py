@@ -13,7 +13,10 @@ from ptxrag.sandbox.opcodes import table
 
 ROOT = Path(__file__).resolve().parents[1] / "ptxrag"
 KERNELS = sorted(
-    [*(ROOT / "tasks" / "suite").glob("*/solution.cu"), *(ROOT / "corpus" / "templates" / "unit").glob("*/solution.cu")]
+    [
+        *(ROOT / "tasks" / "suite").glob("*/solution.cu"),
+        *(ROOT / "corpus" / "templates" / "unit").glob("*/solution.cu"),
+    ]
 )
 
 DECLS = ".reg .pred %p<3>;\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n.reg .b64 %rd<4>;\n"
@@ -37,7 +40,10 @@ def test_zero_result_vector_destination_keeps_types() -> None:
     ptx = DECLS + "\tldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r1, %r2}, [%rd1];\n"
     out, n, _ = mutate_ptx(ptx, "ldmatrix")
     assert n == 1 and "mov.b32 %r1, 0;" in out and "mov.b32 %r2, 0;" in out and "ldmatrix" not in out
-    ptx = DECLS + "\tmma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4}, {%r1}, {%r2}, {%f5};\n"
+    ptx = (
+        DECLS
+        + "\tmma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4}, {%r1}, {%r2}, {%f5};\n"
+    )
     out, n, _ = mutate_ptx(ptx, "mma.sync")
     assert n == 1 and all(f"mov.b32 %f{i}, 0;" in out for i in range(1, 5)) and "%f5, 0" not in out
 

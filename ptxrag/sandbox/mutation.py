@@ -107,7 +107,9 @@ def mutation_of(row: OpcodeRow) -> str:
     return row.mutation
 
 
-def _dryrun(nvcc: Path, flags: list[str], keep: Path, lib: Path, src: Path) -> tuple[dict[str, str], list[str]]:
+def _dryrun(
+    nvcc: Path, flags: list[str], keep: Path, lib: Path, src: Path
+) -> tuple[dict[str, str], list[str]]:
     cmd = [str(nvcc), *flags, "--keep", "--keep-dir", str(keep), "--dryrun", "-o", str(lib), str(src)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=keep)
     env: dict[str, str] = {}
@@ -153,7 +155,12 @@ def _count(lib: Path, requirement: str) -> int:
 
 
 def build_mutants(
-    source: str, gencode: str, required_ptx: list[str], *, timeout_s: float = 120.0, out_dir: Path | None = None
+    source: str,
+    gencode: str,
+    required_ptx: list[str],
+    *,
+    timeout_s: float = 120.0,
+    out_dir: Path | None = None,
 ) -> list[Mutant]:
     """One mutant per required instruction (see the module docstring). ``out_dir`` keeps the libraries."""
     tc = toolchain()
@@ -167,7 +174,10 @@ def build_mutants(
     env, steps = _dryrun(tc.nvcc, flags, base, lib, src)
     r = subprocess.run(
         [str(tc.nvcc), *flags, "--keep", "--keep-dir", str(base), "-o", str(lib), str(src)],
-        capture_output=True, text=True, timeout=timeout_s, cwd=base,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=base,
     )
     if r.returncode != 0:
         msg = f"the candidate does not compile: {r.stderr.strip()[-400:]}"
