@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from .compile import SOURCE_NAME, compile_flags
-from .opcodes import OpcodeRow, UnknownInstruction, resolve, table
+from .opcodes import OpcodeRow, UnknownInstruction, opcode_of, resolve, table
 from .static import disassemble
 from .toolchain import ToolchainError, toolchain
 
@@ -151,7 +151,7 @@ def _replay_from_ptxas(env: dict[str, str], steps: list[str], old: Path, new: Pa
 def _count(lib: Path, requirement: str) -> int:
     req = resolve(requirement)
     sass = disassemble(lib)
-    return sum(1 for k in sass.kernels.values() for i in k if req.matches(i.split(" ", 1)[0].lstrip("@!")))
+    return sum(1 for k in sass.kernels.values() for i in k if req.matches(opcode_of(i)))
 
 
 def build_mutants(
