@@ -18,6 +18,8 @@ class OpcodeRow:
     probe: str | None = None
     verifiable: bool = True
     note: str = ""
+    #: "remove", "zero-result" or "none: <reason>" (sandbox/mutation.py)
+    mutation: str = "none: no mutation declared"
 
     def matches(self, opcode: str) -> bool:
         return any(re.match(p, opcode) for p in self.sass)
@@ -33,7 +35,12 @@ def table() -> tuple[OpcodeRow, ...]:
     rows = tomllib.loads(text)["row"]
     return tuple(
         OpcodeRow(
-            r["ptx"], tuple(r.get("sass", [])), r.get("probe"), r.get("verifiable", True), r.get("note", "")
+            r["ptx"],
+            tuple(r.get("sass", [])),
+            r.get("probe"),
+            r.get("verifiable", True),
+            r.get("note", ""),
+            r.get("mutation", "none: no mutation declared"),
         )
         for r in rows
     )

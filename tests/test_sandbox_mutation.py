@@ -1,0 +1,104 @@
+"""Mutation check (issue 15 class 6): PTX rewriting rules, the opcode table's mutation column, and real
+mutant builds of every reference solution (nvcc + cuobjdump, no GPU)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ptxrag.sandbox.mutation import build_mutants, mutate_ptx
+from ptxrag.sandbox.opcodes import table
+
+ROOT = Path(__file__).resolve().parents[1] / "ptxrag"
+KERNELS = sorted(
+    [
+        *(ROOT / "tasks" / "suite").glob("*/solution.cu"),
+        *(ROOT / "corpus" / "templates" / "unit").glob("*/solution.cu"),
+    ]
+)
+
+DECLS = ".reg .pred %p<3>;\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n.reg .b64 %rd<4>;\n"
+
+
+def test_every_row_declares_a_mutation() -> None:
+    for r in table():
+        assert r.mutation in ("remove", "zero-result") or r.mutation.startswith("none: "), r.ptx
+        if r.mutation.startswith("none"):
+            assert len(r.mutation) > len("none: ") + 10, f"{r.ptx}: say why it cannot be mutated"
+
+
+def test_zero_result_scalar_with_guard_and_two_statements_per_line() -> None:
+    ptx = DECLS + "\t@%p1 redux.sync.add.u32 %r5, %r4, -1; add.s32 %r6, %r5, 1;\n"
+    out, n, how = mutate_ptx(ptx, "redux.sync")
+    assert (n, how) == (1, "zero-result")
+    assert "redux" not in out and "@%p1 mov.b32 %r5, 0;" in out and "add.s32 %r6, %r5, 1;" in out
+
+
+def test_zero_result_vector_destination_keeps_types() -> None:
+    ptx = DECLS + "\tldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r1, %r2}, [%rd1];\n"
+    out, n, _ = mutate_ptx(ptx, "ldmatrix")
+    assert n == 1 and "mov.b32 %r1, 0;" in out and "mov.b32 %r2, 0;" in out and "ldmatrix" not in out
+    ptx = (
+        DECLS
+        + "\tmma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f1,%f2,%f3,%f4}, {%r1}, {%r2}, {%f5};\n"
+    )
+    out, n, _ = mutate_ptx(ptx, "mma.sync")
+    assert n == 1 and all(f"mov.b32 %f{i}, 0;" in out for i in range(1, 5)) and "%f5, 0" not in out
+
+
+def test_remove_matches_only_the_instruction_not_its_relatives() -> None:
+    ptx = DECLS + (
+        "\tcp.async.ca.shared.global [%r1], [%rd1], 16;\n\tcp.async.commit_group;\n"
+        "\tcp.async.bulk.commit_group;\n\t// cp.async.ca.shared.global in a comment\n"
+    )
+    out, n, how = mutate_ptx(ptx, "cp.async")
+    assert (n, how) == (1, "remove")
+    assert "cp.async.commit_group;" in out and "cp.async.bulk.commit_group;" in out and "ca.shared" in out
+
+
+def test_tensor_rows_match_despite_the_dimension_component() -> None:
+    ptx = DECLS + (
+        "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];\n"
+        "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[%r1], [%rd1, {%r2, %r3}], [%r4], %rs1;\n"
+    )
+    out, n, _ = mutate_ptx(ptx, "cp.async.bulk.tensor.shared::cluster.global")
+    assert n == 1 and "multicast" in out
+
+
+def _task(d: Path) -> tuple[str, list[str]]:
+    t = tomllib.loads((d / "task.toml").read_text())
+    return t.get("gencode", "-gencode=arch=compute_90a,code=sm_90a"), list(t["required_ptx"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", KERNELS, ids=lambda p: p.parent.name)
+def test_every_required_instruction_of_every_reference_builds_or_is_documented(
+    solution: Path, tmp_path: Path
+) -> None:
+    gencode, required = _task(solution.parent)
+    mutants = build_mutants(solution.read_text(), gencode, required, out_dir=tmp_path)
+    assert [m.instruction for m in mutants] == required
+    for m in mutants:
+        assert m.status in ("built", "not_mutable"), m
+        if m.status == "built":
+            assert m.library_path and Path(m.library_path).is_file() and m.occurrences > 0
+            assert "->" in m.message
+
+
+DEAD = r"""
+#include <cstdint>
+__global__ void k(unsigned* out, int flag) {
+    unsigned v = threadIdx.x;
+    if (flag == 12345) { asm volatile("redux.sync.add.u32 %0, %0, 0xffffffff;" : "+r"(v)); }
+    out[threadIdx.x] = v;
+}
+"""
+
+
+@pytest.mark.slow
+def test_required_instruction_in_dead_code_still_builds_a_mutant(tmp_path: Path) -> None:
+    (m,) = build_mutants(DEAD, "-gencode=arch=compute_90a,code=sm_90a", ["redux.sync"], out_dir=tmp_path)
+    assert m.status == "built" and m.occurrences == 1
