@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+#: environment variables that would let a test reach a real model provider (Anthropic, OpenAI, Azure, any
+#: OpenAI-compatible base URL, LangSmith tracing)
+_PROVIDER_ENV = re.compile(
+    r"(API_KEY|_BASE_URL|_API_BASE|_ENDPOINT|^ANTHROPIC_|^OPENAI_|^AZURE_OPENAI|^LANGCHAIN_|^LANGSMITH_)",
+    re.IGNORECASE,
+)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test gets its own PTXRAG_HOME unless it sets one; a shared compile cache keeps tests fast."""
     home = tmp_path_factory.getbasetemp() / "ptxrag-home"
     home.mkdir(exist_ok=True)
     monkeypatch.setenv("PTXRAG_HOME", str(home))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for name in list(os.environ):  # no real model provider: no key, no base URL of any vendor
+        if _PROVIDER_ENV.search(name):
+            monkeypatch.delenv(name, raising=False)
     return home
 
 

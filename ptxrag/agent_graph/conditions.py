@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ptxrag.base.errors import ConditionInputError
+
 Layer = Literal["hardware", "templates", "contracts"]
 Source = Literal["ptx-isa", "contracts", "templates", "hardware"]
 
@@ -22,7 +24,7 @@ Source = Literal["ptx-isa", "contracts", "templates", "hardware"]
 DEFAULT_BUDGET_TOKENS = 8000
 
 
-class ConditionError(ValueError):
+class ConditionError(ConditionInputError, ValueError):
     """A condition file is missing or invalid; the message names the file and what to fix."""
 
 

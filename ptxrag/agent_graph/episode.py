@@ -17,6 +17,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 
+from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec, load_task
 
 from .conditions import Condition, load_condition
@@ -39,7 +40,7 @@ _HARNESS_ERRORS: dict[type[Exception], str] = {
 }
 
 
-class EpisodeMismatch(ValueError):
+class EpisodeMismatch(ConfigInputError, ValueError):
     """An existing episode id was resumed with a different task, condition or model."""
 
 

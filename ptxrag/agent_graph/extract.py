@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ptxrag.base.errors import ModelApiFailure
+
 ENTRY = "ptxrag_launch"
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*)$", re.M)
 _NOT_CUDA = {
@@ -28,7 +30,7 @@ _CUDA_HINT = re.compile(r"__global__|#include|asm\s*(volatile)?\s*\(|extern\s+\"
 _ENTRY_DEF = re.compile(r"\bptxrag_launch\s*\([^;{)]*\)\s*\{", re.S)
 
 
-class NoCodeFound(ValueError):
+class NoCodeFound(ModelApiFailure, ValueError):
     """The reply holds no usable source file; the message tells the model what to send instead."""
 
 

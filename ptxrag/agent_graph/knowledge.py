@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ptxrag.base.errors import KnowledgeFailure
 from ptxrag.tasks import TaskSpec
 
 from .conditions import Condition, Layer
@@ -20,7 +21,7 @@ from .tokens import Fitted, count_tokens, fit
 MIN_USEFUL_TOKENS = 64
 
 
-class KnowledgeUnavailable(RuntimeError):
+class KnowledgeUnavailable(KnowledgeFailure, RuntimeError):
     """The knowledge a condition needs cannot be loaded (a harness problem, not the model's)."""
 
 

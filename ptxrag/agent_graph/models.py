@@ -16,6 +16,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from ptxrag.base.errors import ConfigInputError, ModelApiFailure
+
 from .replay import ReplayChatModel, message_text
 from .state import TokenUsage
 
@@ -27,11 +29,11 @@ SPEC_FORMS = (
 )
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(ConfigInputError, ValueError):
     """The model spec is malformed or its credentials are missing; the message says what to set."""
 
 
-class ModelCallError(RuntimeError):
+class ModelCallError(ModelApiFailure, RuntimeError):
     """A model call failed for good (not transient, or still failing after every retry)."""
 
 

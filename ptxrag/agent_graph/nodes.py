@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from ptxrag.base.errors import SandboxFailure
 from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
@@ -33,7 +34,7 @@ class Evaluator(Protocol):
     def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport: ...
 
 
-class SandboxError(RuntimeError):
+class SandboxError(SandboxFailure, RuntimeError):
     """The sandbox itself failed (toolchain missing, a stage reported ``error``): not the model's fault."""
 
 

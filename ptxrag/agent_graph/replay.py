@@ -26,12 +26,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
+from ptxrag.base.errors import ConfigInputError
+
 from .tokens import count_tokens
 
 ErrorKind = Literal["rate_limit", "server_error", "fatal"]
 
 
-class ReplayError(RuntimeError):
+class ReplayError(ConfigInputError, RuntimeError):
     """A scripted failure, or a replay that has run out of replies."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ptxrag.base.errors import KnowledgeFailure
 from ptxrag.tasks import TaskSpec
 
 from .conditions import Condition
@@ -14,7 +15,7 @@ from .state import ContextBlock, RetrievalQuery, ShownSection
 from .tokens import count_tokens, fit
 
 
-class RetrievalUnavailable(RuntimeError):
+class RetrievalUnavailable(KnowledgeFailure, RuntimeError):
     """No retriever (or no index) for a condition that needs one; the message says how to get one."""
 
 

@@ -7,6 +7,8 @@ import math
 import operator
 from collections.abc import Callable
 
+from ptxrag.base.errors import TaskInputError
+
 _OPS: dict[type, Callable[[float, float], float]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod,
@@ -14,7 +16,7 @@ _OPS: dict[type, Callable[[float, float], float]] = {
 _FUNCS: dict[str, Callable[..., float]] = {"min": min, "max": max, "ceil": math.ceil}
 
 
-class ExpressionError(ValueError):
+class ExpressionError(TaskInputError, ValueError):
     """A task's shape expression is not plain arithmetic over its dimension names."""
 
 

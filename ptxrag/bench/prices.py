@@ -13,9 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ptxrag.agent_graph.state import TokenUsage
+from ptxrag.base.errors import ConfigInputError
 
 
-class PriceError(ValueError):
+class PriceError(ConfigInputError, ValueError):
     """A price table that cannot be read."""
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec
 
 
-class BenchConfigError(ValueError):
+class BenchConfigError(ConfigInputError, ValueError):
     """The study's settings are wrong (or clash with what OUT already holds); the message says what to fix."""
 
 

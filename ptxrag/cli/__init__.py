@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import importlib
 
+import click
 import typer
+
+from ptxrag.base.errors import PtxragError, UserError, exit_code_for
 
 app = typer.Typer(
     name="ptxrag",
@@ -28,4 +31,21 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    app()
+    """Entry point. Any :class:`PtxragError` a command lets through is caught here, in one place: one line
+    on stderr, exit code 2 for user errors and 3 for harness errors (typer's own usage errors stay 2 and
+    unexpected bugs keep their traceback)."""
+    try:
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit instead of exiting
+    except PtxragError as e:
+        kind = "error" if isinstance(e, UserError) else "harness error"
+        typer.echo(f"{kind}: {e}", err=True)
+        raise SystemExit(exit_code_for(e)) from None
+    except click.exceptions.ClickException as e:
+        e.show()
+        raise SystemExit(e.exit_code) from None
+    except click.exceptions.Abort:
+        typer.echo("Aborted.", err=True)
+        raise SystemExit(1) from None
+    except click.exceptions.Exit as e:
+        raise SystemExit(e.exit_code) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, cast
 
+from ptxrag.base.errors import ManualInputError
+
 Source = Literal["contracts", "templates", "hardware"]
 SOURCES: tuple[Source, ...] = ("contracts", "templates", "hardware")
 
@@ -21,7 +23,7 @@ REQUIRED_KEYS = ("id", "title", "instructions", "cites")
 _SECTION_RE = re.compile(r"^\d+(\.\d+)*$")
 
 
-class CorpusError(ValueError):
+class CorpusError(ManualInputError, ValueError):
     """A knowledge-pack file is missing or malformed, or a request names something unknown."""
 
 

@@ -3,8 +3,10 @@ index behind (builds write to a staging place first)."""
 
 from __future__ import annotations
 
+from ptxrag.base.errors import ManualInputError
 
-class IndexerError(Exception):
+
+class IndexerError(ManualInputError):
     """Base class: a problem a user can fix (bad input, missing index, wrong model)."""
 
 

@@ -9,6 +9,8 @@ import csv
 import io
 from dataclasses import dataclass, field
 
+from ptxrag.base.errors import SandboxFailure
+
 from .opcodes import Requirement, opcode_of
 from .results import InstructionExecution
 
@@ -24,7 +26,7 @@ class KernelCounters:
     rows: list[tuple[str, int, int, int]] = field(default_factory=list)  # (sass, exec, thread, pred_on)
 
 
-class NcuParseError(ValueError):
+class NcuParseError(SandboxFailure, ValueError):
     pass
 
 

@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 
+from ptxrag.base.errors import TaskInputError
+
 _PRED_RE = re.compile(r"^@!?U?P[0-9T]+\s+")
 
 
@@ -25,7 +27,7 @@ class OpcodeRow:
         return any(re.match(p, opcode) for p in self.sass)
 
 
-class UnknownInstruction(KeyError):
+class UnknownInstruction(TaskInputError, KeyError):
     """A requirement names no row of the opcode table."""
 
 

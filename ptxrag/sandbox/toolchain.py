@@ -15,8 +15,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxrag.base.errors import SandboxFailure
 
-class ToolchainError(RuntimeError):
+
+class ToolchainError(SandboxFailure, RuntimeError):
     """A CUDA tool is missing or broken. The message says how to get it."""
 
 

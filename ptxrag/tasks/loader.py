@@ -10,12 +10,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ptxrag.base.errors import TaskInputError
+
 from .spec import TaskSpec
 
 TASK_FILE = "task.toml"
 
 
-class TaskError(ValueError):
+class TaskError(TaskInputError, ValueError):
     """A task folder or spec is broken. The message names the file and what to fix."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ptxrag.agent_graph.episode import EpisodeResult
+from ptxrag.base.errors import HarnessError
 from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
@@ -25,7 +26,7 @@ from ..study import Episode
 from .base import RunContext, needs_retrieval, run_episode
 
 
-class RayUnavailable(RuntimeError):
+class RayUnavailable(HarnessError, RuntimeError):
     """Ray is not installed, or the cluster cannot be reached."""
 
 

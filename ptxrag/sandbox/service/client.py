@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
+from ptxrag.base.errors import SandboxFailure
+
 from .config import TOKEN_ENV
 
 if TYPE_CHECKING:
@@ -18,11 +20,11 @@ if TYPE_CHECKING:
     from ptxrag.tasks.spec import TaskSpec
 
 
-class ServiceError(RuntimeError):
+class ServiceError(SandboxFailure, RuntimeError):
     """The service refused or failed a request in a way retrying will not fix."""
 
 
-class ServiceBusy(RuntimeError):
+class ServiceBusy(SandboxFailure, RuntimeError):
     def __init__(self, retry_after_s: float) -> None:
         super().__init__(f"service busy; retry after {retry_after_s:.0f} s")
         self.retry_after_s = retry_after_s

@@ -7,10 +7,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptxrag.base.errors import ConfigInputError
+
 TOKEN_ENV = "PTXRAG_SERVICE_TOKEN"
 
 
-class ServiceConfigError(ValueError):
+class ServiceConfigError(ConfigInputError, ValueError):
     """The service would start in an unsafe or impossible configuration."""
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ptxrag.base.errors import SandboxFailure
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY,
@@ -171,7 +173,7 @@ class JobStore:
             self._db.close()
 
 
-class QueueFull(RuntimeError):
+class QueueFull(SandboxFailure, RuntimeError):
     def __init__(self, depth: int) -> None:
         super().__init__(f"queue full ({depth} jobs waiting)")
         self.depth = depth
