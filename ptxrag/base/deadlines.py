@@ -29,7 +29,9 @@ def timeout_scale() -> float:
     except ValueError:
         value = float("nan")
     if not (1.0 <= value < 1e6):  # also rejects nan and inf
-        raise TimeoutScaleError(f"{SCALE_ENV}={raw!r} is not a number between 1 and 1e6; unset it or set e.g. 3")
+        raise TimeoutScaleError(
+            f"{SCALE_ENV}={raw!r} is not a number between 1 and 1e6; unset it or set e.g. 3"
+        )
     return value
 
 
