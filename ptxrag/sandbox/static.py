@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptxrag.base.deadlines import describe_harness_timeout, harness_timeout
+
 from .opcodes import UnknownInstruction, opcode_of, resolve
 from .results import InstructionPresence, StaticResult, Status
 from .toolchain import ToolchainError, cuobjdump_env, require_cuobjdump
@@ -47,15 +49,24 @@ def parse_sass(text: str) -> Sass:
     return sass
 
 
-def disassemble(binary: Path, timeout_s: float = 60.0) -> Sass:
+class HarnessTimeout(ToolchainError):
+    """A tool the harness runs ran out of time (the machine was slow): a harness error, not the candidate's."""
+
+
+def disassemble(binary: Path, timeout_s: float | None = None) -> Sass:
+    """SASS of `binary`. The deadline defaults to 60 s stretched by the machine's load (base/deadlines)."""
     cu = require_cuobjdump()
-    out = subprocess.run(
-        [str(cu), "--dump-sass", str(binary)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=cuobjdump_env(),
-    )
+    wait_s = harness_timeout(60.0) if timeout_s is None else timeout_s
+    try:
+        out = subprocess.run(
+            [str(cu), "--dump-sass", str(binary)],
+            capture_output=True,
+            text=True,
+            timeout=wait_s,
+            env=cuobjdump_env(),
+        )
+    except subprocess.TimeoutExpired as e:
+        raise HarnessTimeout(describe_harness_timeout("cuobjdump --dump-sass", wait_s)) from e
     if out.returncode != 0:
         raise ToolchainError(f"cuobjdump failed: {out.stderr.strip()[:500]}")
     return parse_sass(out.stdout)
@@ -102,16 +113,28 @@ def strip_comments(source: str) -> str:
 
 def _dynamic_symbols(binary: Path) -> str:
     """Undefined dynamic symbols and NEEDED libraries, as text ('' when binutils are missing)."""
+    try:
+        return _dynamic_symbols_unguarded(binary)
+    except subprocess.TimeoutExpired as e:
+        raise HarnessTimeout(describe_harness_timeout(Path(str(e.cmd[0])).name, float(e.timeout))) from e
+
+
+def _dynamic_symbols_unguarded(binary: Path) -> str:
     parts = []
     nm = shutil.which("nm")
     if nm:
         r = subprocess.run(
-            [nm, "-D", "--undefined-only", str(binary)], capture_output=True, text=True, timeout=30
+            [nm, "-D", "--undefined-only", str(binary)],
+            capture_output=True,
+            text=True,
+            timeout=harness_timeout(30.0),
         )
         parts.append(r.stdout)
     readelf = shutil.which("readelf")
     if readelf:
-        r = subprocess.run([readelf, "-d", str(binary)], capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [readelf, "-d", str(binary)], capture_output=True, text=True, timeout=harness_timeout(30.0)
+        )
         parts += [ln for ln in r.stdout.splitlines() if "NEEDED" in ln]
     return "\n".join(parts)
 
@@ -152,7 +175,10 @@ def static_check(source: str, library: Path, required_ptx: list[str], forbidden:
         presence.append(
             InstructionPresence(ptx=ptx, sass_patterns=req.patterns, sass_found=found, present=bool(found))
         )
-    hits = forbidden_hits(source, library, forbidden)
+    try:
+        hits = forbidden_hits(source, library, forbidden)
+    except HarnessTimeout as e:
+        return StaticResult(status="error", message=str(e), wall_s=time.monotonic() - t0)
     missing = [p.ptx for p in presence if not p.present]
     excerpt = _excerpt(sass, presence)
     status: Status
