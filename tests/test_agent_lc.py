@@ -17,6 +17,8 @@ def test_retriever_adapter_returns_documents_with_section_metadata():
     assert len(docs) == 1 and "redux" in docs[0].metadata["title"]
     assert len(r.invoke("shared memory")) == 2
     assert docs[0].metadata["source"] == "ptx-isa" and docs[0].page_content
+    head = docs[0].page_content.splitlines()[0]  # the citation survives create_retriever_tool (text only)
+    assert f"section {docs[0].metadata['section_number']}" in head and docs[0].metadata["title"] in head
     assert inner.calls[0] == {
         "query": "redux.sync",
         "k": 2,
@@ -35,3 +37,10 @@ def test_sandbox_tool_reports_the_verdict_as_text():
     assert tool.invoke({"task_id": "warp-reduce-redux", "source": "B"}).startswith("NOT VERIFIED")
     assert tool.invoke({"task_id": "warp-reduce-redux", "source": "C"}).startswith("SUCCESS")
     assert sb.seen == ["A", "B", "C"]
+
+
+def test_sandbox_tool_unknown_task_is_an_error_result_not_a_crash():
+    sb = ScriptedSandbox(["success"])
+    out = sandbox_tool(sb).invoke({"task_id": "no-such-task", "source": "A"})
+    assert "unknown task 'no-such-task'" in out and "known tasks" in out
+    assert sb.seen == []

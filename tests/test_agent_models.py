@@ -19,8 +19,9 @@ FAST = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=0.02)
 class FakeProvider:
     """A loopback server: answers POSTs with ``fail`` error statuses first, then ``body``; keeps requests."""
 
-    def __init__(self, body: dict, fail: list[int] | None = None) -> None:
+    def __init__(self, body: dict, fail: list[int] | None = None, fail_headers: dict | None = None) -> None:
         self.body, self.fail, self.requests = body, list(fail or []), []
+        self.fail_headers = dict(fail_headers or {})
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +37,8 @@ class FakeProvider:
                 )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for k, v in outer.fail_headers.items() if status != 200 else ():
+                    self.send_header(k, v)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
@@ -146,3 +149,71 @@ def test_is_transient():
     assert all(is_transient(E(c)) for c in (408, 409, 429, 500, 503, 529))
     assert not any(is_transient(E(c)) for c in (400, 401, 404))
     assert not is_transient(ValueError("x"))
+
+
+PATIENT = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=30.0)
+
+
+def _slept_for(status: int, headers: dict, policy: RetryPolicy = PATIENT) -> list[float]:
+    """Drive the real OpenAI SDK against a loopback server that fails once with ``status`` and ``headers``;
+    return the waits the retry layer asked for (recorded, not slept)."""
+    srv = FakeProvider(OPENAI_OK, fail=[status], fail_headers=headers)
+    waits: list[float] = []
+    try:
+        m = make_chat_model(f"openai:m@{srv.url}/v1", retry=policy)
+        m.sleep = waits.append
+        m.invoke([HumanMessage("x")])
+    finally:
+        srv.close()
+    assert len(srv.requests) == 2
+    return waits
+
+
+def test_retry_after_seconds_is_honoured_on_openai_429(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _slept_for(429, {"retry-after": "7"}) == [7.0]
+
+
+def test_retry_after_ms_wins_and_a_huge_retry_after_is_capped(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _slept_for(429, {"retry-after-ms": "1500", "retry-after": "9"}) == [1.5]
+    assert _slept_for(503, {"retry-after": "86400"}) == [PATIENT.max_wait_s]
+
+
+def test_garbage_retry_after_falls_back_to_backoff(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (wait,) = _slept_for(429, {"retry-after": "soon"})
+    assert 0 <= wait <= 0.03  # exponential backoff from 0.01 s with 0.01 s jitter, not a parsed value
+
+
+def test_retry_after_is_honoured_on_anthropic_529(monkeypatch):
+    """The real Anthropic SDK, through ANTHROPIC_BASE_URL, on an overloaded (529) reply with Retry-After."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    srv = FakeProvider(ANTHROPIC_OK, fail=[529], fail_headers={"retry-after": "4"})
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
+    waits: list[float] = []
+    try:
+        m = make_chat_model("anthropic:claude-test", retry=PATIENT)
+        m.sleep = waits.append
+        reply = m.invoke([HumanMessage("x")])
+    finally:
+        srv.close()
+    assert waits == [4.0] and len(srv.requests) == 2 and srv.requests[-1]["path"].endswith("/v1/messages")
+    assert reply.content == "ok"
+
+
+def test_retry_after_http_date():
+    from ptxrag.agent_graph.models import retry_after_s
+
+    class Resp:
+        headers = {"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}
+
+    class E(Exception):
+        response = Resp()
+
+    import email.utils
+
+    t = email.utils.parsedate_to_datetime(Resp.headers["retry-after"]).timestamp()
+    assert retry_after_s(E(), now=t - 12) == pytest.approx(12.0)
+    assert retry_after_s(E(), now=t + 5) == 0.0  # a date in the past: retry now
+    assert retry_after_s(Exception()) is None

@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .retrieval import default_retriever
@@ -38,7 +38,8 @@ class PtxDocsRetriever(BaseRetriever):
         hits = self._inner.search(query, k=self.k, version=self.version, sources=self.sources)
         return [
             Document(
-                page_content=h.text,
+                # the citation travels in the text: create_retriever_tool passes page_content only
+                page_content=_cited(h),
                 metadata={
                     "section_number": h.section_number,
                     "title": h.title,
@@ -50,6 +51,14 @@ class PtxDocsRetriever(BaseRetriever):
             )
             for h in hits
         ]
+
+
+def _cited(hit: Any) -> str:
+    """``[source version, section N: title](url)`` above the section text, so a tool-using agent can cite it."""
+    where = " ".join(str(x) for x in (hit.source, hit.version) if x)
+    head = f"[{where}, section {hit.section_number}: {hit.title}]"
+    url = getattr(hit, "url", "") or ""
+    return f"{head}({url})\n{hit.text}" if url else f"{head}\n{hit.text}"
 
 
 class _EvaluateArgs(BaseModel):
@@ -64,13 +73,17 @@ def sandbox_tool(sandbox: Any = None) -> StructuredTool:
     holder: dict[str, Any] = {"sandbox": sandbox}
 
     def evaluate_kernel(task_id: str, source: str) -> str:
-        from ptxrag.tasks import load_task
+        from ptxrag.tasks import TaskError, load_task
 
+        try:
+            task = load_task(task_id)
+        except TaskError as e:  # an error result for the agent, not a crash of its loop
+            raise ToolException(str(e)) from None
         if holder["sandbox"] is None:
             from ptxrag.sandbox import Sandbox
 
             holder["sandbox"] = Sandbox()
-        rep = holder["sandbox"].evaluate(load_task(task_id), source)
+        rep = holder["sandbox"].evaluate(task, source)
         head = (
             "SUCCESS"
             if rep.success
@@ -90,4 +103,5 @@ def sandbox_tool(sandbox: Any = None) -> StructuredTool:
             "task's PTX instructions executed (Nsight Compute), and time it."
         ),
         args_schema=_EvaluateArgs,
+        handle_tool_error=True,
     )

@@ -1,20 +1,24 @@
 """Chat models through LangChain: ``anthropic:<model>``, ``openai:<model>@<base_url>``, ``replay:<file>``.
 
 One retry layer (tenacity) around every call: rate limits, overload and server errors are retried with
-exponential backoff and jitter; anything else fails the call at once. The SDKs' own retries are off so
+exponential backoff and jitter, or after the server's ``Retry-After`` (``retry-after-ms``) when it sends
+one, bounded by the policy's ``max_wait_s``; anything else fails the call at once. The SDKs' own retries are off so
 attempts are counted in one place.
 """
 
 from __future__ import annotations
 
+import email.utils
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ptxrag.base.errors import ConfigInputError, ModelApiFailure
 
@@ -61,6 +65,34 @@ def is_transient(exc: BaseException) -> bool:
     return any(c.__name__ in _TRANSIENT_NAMES for c in type(exc).__mro__)
 
 
+def retry_after_s(exc: BaseException | None, now: float | None = None) -> float | None:
+    """The wait the server asked for in an error's ``retry-after-ms`` or ``Retry-After`` header (seconds or an
+    HTTP date), or None when it sent none that parses to a non-negative wait."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            wait = float(ms) / 1000.0
+            return wait if wait >= 0 else None
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        wait = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        wait = when.timestamp() - (time.time() if now is None else now)
+        wait = max(wait, 0.0)
+    return wait if wait >= 0 else None
+
+
 @dataclass
 class ChatModel:
     """A chat model with its label and provider; ``invoke`` applies retries and prompt caching."""
@@ -69,6 +101,18 @@ class ChatModel:
     label: str
     provider: Provider = "custom"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After when it gave one (capped at ``max_wait_s``), else backoff with jitter."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after_s(exc)
+        if asked is not None:
+            return min(asked, self.retry.max_wait_s)
+        backoff = wait_exponential_jitter(
+            multiplier=self.retry.initial_wait_s, max=self.retry.max_wait_s, jitter=self.retry.initial_wait_s
+        )
+        return float(backoff(state))
 
     def prepare(self, messages: list[BaseMessage]) -> list[BaseMessage]:
         """Anthropic: mark the system prompt (instructions and static knowledge, the same every round)
@@ -85,13 +129,10 @@ class ChatModel:
         prepared = self.prepare(messages)
         retrying = Retrying(
             stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.retry.initial_wait_s,
-                max=self.retry.max_wait_s,
-                jitter=self.retry.initial_wait_s,
-            ),
+            wait=self._wait,
             retry=retry_if_exception(is_transient),
             reraise=True,
+            sleep=self.sleep,
         )
         try:
             for attempt in retrying:
