@@ -6,10 +6,39 @@ from __future__ import annotations
 from ptxrag.indexer import diff_manuals
 from ptxrag.indexer.schema import Manual, Section
 
-_WORDS = (
-    "the mbarrier object tracks the phase of pending arrivals and the transaction count of asynchronous "
-    "copies issued by the bulk tensor engine before the waiting threads may observe the completed data"
-).split()
+_WORDS = [
+    "the",
+    "mbarrier",
+    "object",
+    "tracks",
+    "the",
+    "phase",
+    "of",
+    "pending",
+    "arrivals",
+    "and",
+    "the",
+    "transaction",
+    "count",
+    "of",
+    "asynchronous",
+    "copies",
+    "issued",
+    "by",
+    "the",
+    "bulk",
+    "tensor",
+    "engine",
+    "before",
+    "the",
+    "waiting",
+    "threads",
+    "may",
+    "observe",
+    "the",
+    "completed",
+    "data",
+]
 
 
 def _body(seed: int, n: int = 40) -> str:
