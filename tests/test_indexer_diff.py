@@ -116,3 +116,12 @@ def test_section_rewritten_in_place_is_changed() -> None:
     assert d.sections_added == () and d.sections_removed == ()
     kind, detail = _kinds(d)["4"]
     assert kind == "changed" and "title:" in detail and "text:" in detail
+
+
+def test_repeated_title_with_unrelated_text_is_not_paired() -> None:
+    # "Syntax" of a dropped instruction and "Syntax" of a new one are two sections, not one that moved
+    old = _manual("1", ("1.1", "Syntax", _body(13)), ("2.1", "Syntax", _body(14)))
+    new = _manual("2", ("2.1", "Syntax", _body(14)), ("7.1", "Syntax", _body(15)))
+    d = diff_manuals(old, new)
+    assert [c.number for c in d.sections_removed] == ["1.1"]
+    assert [c.number for c in d.sections_added] == ["7.1"]

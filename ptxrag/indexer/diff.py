@@ -5,6 +5,7 @@ architectures first named."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from .schema import Manual, ManualDiff, Section, SectionChange
 from .text import arch_key, number_key
@@ -73,7 +74,8 @@ def _similar_pairs(old: list[Section], new: list[Section]) -> list[tuple[float, 
 
 def _pair_sections(old: list[Section], new: list[Section]) -> list[tuple[int, int]]:
     """One-to-one pairs (old index, new index) of the same section across versions, in this order of trust:
-    same number and title; same title elsewhere (best text match first); similar text (renamed and moved);
+    same number and title; same title elsewhere (a title used once in each version, or a repeated title with
+    similar text); similar text (renamed and moved);
     finally a leftover number present in both is one section rewritten in place."""
     po: dict[int, int] = {}
     pn: set[int] = set()
@@ -89,6 +91,8 @@ def _pair_sections(old: list[Section], new: list[Section]) -> list[tuple[int, in
             take(i, j)
     sim = _similar_pairs(old, new)
     score = {(i, j): x for x, i, j in sim}
+    counts = Counter(s.title for s in old) + Counter(s.title for s in new)
+    unique = {t: n == 2 for t, n in counts.items()}  # once in each version
     by_title: dict[str, list[int]] = {}
     for j, s in enumerate(new):
         if j not in pn:
@@ -97,6 +101,9 @@ def _pair_sections(old: list[Section], new: list[Section]) -> list[tuple[int, in
         if i in po:
             continue
         free = [j for j in by_title.get(s.title, ()) if j not in pn]
+        if not unique.get(s.title, False):
+            # a title used more than once ("Syntax") names no one section: it pairs only with similar text
+            free = [j for j in free if (i, j) in score]
         if free:
             take(i, max(free, key=lambda j: (score.get((i, j), 0.0), -abs(j - i))))
     for _, i, j in sim:
