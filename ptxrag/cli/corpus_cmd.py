@@ -194,6 +194,21 @@ def index_cmd(
     from ptxrag.indexer import build_index
 
     _limit_threads()
+    if not err_console.is_terminal:
+        from .plainprogress import PlainProgress
+
+        try:
+            report = build_index(
+                model=model,
+                versions=version,
+                knowledge=not no_knowledge,
+                force=force,
+                progress=PlainProgress(err_console.file),
+            )
+        except _errors() as e:
+            fail(str(e))
+        _print_report(report, json_out)
+        return
     tasks: dict[str, Any] = {}
     with Progress(
         TextColumn("{task.description}"),
@@ -215,6 +230,10 @@ def index_cmd(
             )
         except _errors() as e:
             fail(str(e))
+    _print_report(report, json_out)
+
+
+def _print_report(report: Any, json_out: bool) -> None:
     if json_out:
         print(report.model_dump_json(indent=2))
         return
