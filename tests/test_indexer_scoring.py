@@ -11,13 +11,25 @@ from ptxrag.indexer.schema import Hit
 
 
 class _ScriptedSearcher:
-    """Returns fixed section numbers per query; only section_number is read by evaluate()."""
+    """Returns fixed section numbers per query (evaluate() reads only section_number)."""
 
     def __init__(self, tops: dict[str, list[str]]) -> None:
         self.tops = tops
 
     def search(self, query: str, k: int = 5, *, version=None, sources=None) -> list[Hit]:  # type: ignore[no-untyped-def]
-        return [Hit.model_construct(section_number=n) for n in self.tops[query][:k]]
+        return [
+            Hit(
+                section_number=n,
+                title=n,
+                version="9.1",
+                source="ptx-isa",
+                url=None,
+                score=1.0 / i,
+                text="",
+                breadcrumb=n,
+            )
+            for i, n in enumerate(self.tops[query][:k], start=1)
+        ]
 
 
 @pytest.mark.parametrize(
