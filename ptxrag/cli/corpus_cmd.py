@@ -323,7 +323,7 @@ def eval_cmd(
     version: Annotated[str | None, typer.Option("--version", help="manual version (default: newest)")] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Recall@1/5/10 and MRR@10 of a query file against the manual, and the queries not ranked first."""
+    """Recall@1/5/10, MRR@10, nDCG@10 of a query file (a subsection of an expected section counts)."""
     from ptxrag.indexer import Retriever, evaluate, load_queries
 
     _limit_threads()
@@ -340,7 +340,8 @@ def eval_cmd(
     console.print(
         f"{result.queries} queries from {file}: recall@1 {result.recall_at_1:.3f}  recall@5 "
         f"{result.recall_at_5:.3f}  recall@10 {result.recall_at_10:.3f}  MRR@10 {result.mrr_at_10:.3f}  "
-        f"(median {result.median_query_ms:.1f} ms/query)"
+        f"nDCG@10 {result.ndcg_at_10:.3f}  exact-number recall@1 {result.exact_recall_at_1:.3f}  "
+        f"(p50 {result.median_query_ms:.1f} / p95 {result.p95_query_ms:.1f} ms/query)"
     )
     misses = result.misses
     if misses:

@@ -1,9 +1,16 @@
-"""Retrieval quality: recall@1/5/10 and MRR@10 of a query file (JSON lines ``{"query": ..., "expect":
-["9.7.13.15.16", ...]}``; a query counts as found at the best rank of any expected section)."""
+"""Retrieval quality: recall@1/5/10, MRR@10 and nDCG@10 of a query file (JSON lines ``{"query": ...,
+"expect": ["9.7.13.15.16", ...]}``).
+
+A hit is relevant when it is an expected section or one of its descendants (``9.7.13.15.16.2`` answers
+``9.7.13.15.16``; ``9.7.13.15.160`` and the parent ``9.7.13.15`` do not): an agent that is shown the
+subsection that holds the answer has been helped. A query counts as found at the best relevant rank;
+``exact_rank`` keeps the old exact-number rank for comparison. nDCG@10 uses binary gains, each expected
+section credited once (at its first relevant hit), ideal = all expected sections at the top."""
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -31,8 +38,12 @@ class QueryOutcome(_Frozen):
     expect: list[str]
     kind: str | None = None
     rank: int | None = Field(
-        description="1-based rank of the first expected section in the top 10; None if absent"
+        description="1-based rank of the first expected section or descendant in the top 10; None if absent"
     )
+    exact_rank: int | None = Field(
+        default=None, description="1-based rank of the first exactly expected section number; None if absent"
+    )
+    ndcg_at_10: float = 0.0
     top: list[str] = Field(description="section numbers returned, best first")
     elapsed_ms: float
 
@@ -45,7 +56,10 @@ class RetrievalEval(_Frozen):
     recall_at_5: float
     recall_at_10: float
     mrr_at_10: float
+    ndcg_at_10: float
+    exact_recall_at_1: float
     median_query_ms: float
+    p95_query_ms: float
     outcomes: list[QueryOutcome]
 
     @property
@@ -58,6 +72,36 @@ class _Searcher(Protocol):
     def search(
         self, query: str, k: int = 5, *, version: str | None = None, sources: list[str] | None = None
     ) -> list[Hit]: ...
+
+
+def answers(hit: str, expected: str) -> bool:
+    """True when section number ``hit`` is ``expected`` or a descendant of it (dotted-number prefix)."""
+    return hit == expected or hit.startswith(expected + ".")
+
+
+def _first(top: Sequence[str], expect: Sequence[str], *, descendants: bool) -> int | None:
+    for i, n in enumerate(top, start=1):
+        if any(answers(n, e) if descendants else n == e for e in expect):
+            return i
+    return None
+
+
+def ndcg(top: Sequence[str], expect: Sequence[str], k: int = 10) -> float:
+    """Binary-gain nDCG@k; each expected section is credited once, at its first relevant hit."""
+    credited: set[str] = set()
+    dcg = 0.0
+    for i, n in enumerate(top[:k], start=1):
+        fresh = [e for e in expect if e not in credited and answers(n, e)]
+        if fresh:
+            credited.add(fresh[0])
+            dcg += 1.0 / math.log2(i + 1)
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(set(expect)), k) + 1))
+    return dcg / ideal if ideal else 0.0
+
+
+def _p95(xs: Sequence[float]) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -94,9 +138,19 @@ def evaluate(
         hits = retriever.search(q.query, 10, version=version, sources=srcs)
         ms = (time.perf_counter() - t0) * 1000
         top = [h.section_number for h in hits]
-        rank = next((i for i, n in enumerate(top, start=1) if n in q.expect), None)
+        rank = _first(top, q.expect, descendants=True)
+        exact = _first(top, q.expect, descendants=False)
         outcomes.append(
-            QueryOutcome(query=q.query, expect=q.expect, kind=q.kind, rank=rank, top=top, elapsed_ms=ms)
+            QueryOutcome(
+                query=q.query,
+                expect=q.expect,
+                kind=q.kind,
+                rank=rank,
+                exact_rank=exact,
+                ndcg_at_10=ndcg(top, q.expect),
+                top=top,
+                elapsed_ms=ms,
+            )
         )
     n = len(outcomes)
 
@@ -111,6 +165,9 @@ def evaluate(
         recall_at_5=recall(5),
         recall_at_10=recall(10),
         mrr_at_10=sum(1.0 / o.rank for o in outcomes if o.rank is not None) / n,
+        ndcg_at_10=sum(o.ndcg_at_10 for o in outcomes) / n,
+        exact_recall_at_1=sum(1 for o in outcomes if o.exact_rank == 1) / n,
         median_query_ms=statistics.median(o.elapsed_ms for o in outcomes),
+        p95_query_ms=_p95([o.elapsed_ms for o in outcomes]),
         outcomes=outcomes,
     )
