@@ -148,3 +148,13 @@ def test_awkward_shape_breaking_a_constraint_is_dropped(tmp_path: Path) -> None:
     _, w = _gemm()
     r = import_definition(d, w, ["wgmma.mma_async"], tmp_path)
     assert r.check == [{"M": 128}] and any("constraints" in n for n in r.notes)
+
+
+def test_toml_writer_survives_awkward_text(tmp_path: Path) -> None:
+    import tomllib
+
+    from ptxrag.tasks.interop import to_toml
+
+    spec = {"s": 'quote " back\\slash\nnewline ü \t tab ]]', "n": [1, 2.5], "t": {"x": [{"a": 1}]}}
+    spec["rows"] = [{"k": "v"}, {"k": "w"}]
+    assert tomllib.loads(to_toml(spec)) == spec

@@ -52,17 +52,17 @@ def _toml_value(v: object) -> str:
 def to_toml(spec: dict[str, object]) -> str:
     """The small TOML writer task.toml needs: scalars first, then tables, then arrays of tables."""
     lines: list[str] = []
-    tables = []
+    tables: list[tuple[str, list[dict[str, object]], bool]] = []  # (name, rows, is an array of tables)
     for k, v in spec.items():
         if isinstance(v, dict):
-            tables.append((k, v))
+            tables.append((k, [v], False))
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            tables.append((k, v))
+            tables.append((k, v, True))
         else:
             lines.append(f"{k} = {_toml_value(v)}")
-    for k, v in tables:
-        for row in v if isinstance(v, list) else [v]:
-            lines += ["", f"[[{k}]]" if isinstance(v, list) else f"[{k}]"]
+    for k, rows, array in tables:
+        for row in rows:
+            lines += ["", f"[[{k}]]" if array else f"[{k}]"]
             lines += [f"{kk} = {_toml_value(x)}" for kk, x in row.items()]
     return "\n".join(lines) + "\n"
 
@@ -78,7 +78,9 @@ def _check_mappable(d: Definition) -> None:
     for role, tensors in (("input", d.inputs), ("output", d.outputs)):
         for n, t in tensors.items():
             if t.dtype not in DTYPES:
-                raise FITraceError(f"{d.name}: {role} {n} has dtype {t.dtype}, which ptxrag tasks cannot hold")
+                raise FITraceError(
+                    f"{d.name}: {role} {n} has dtype {t.dtype}, which ptxrag tasks cannot hold"
+                )
             if role == "output" and t.shape is None:
                 raise FITraceError(f"{d.name}: output {n} is a scalar; ptxrag outputs must be tensors")
             if role == "input" and t.shape is not None and t.dtype not in _FLOAT:
@@ -112,7 +114,9 @@ def _ok(d: Definition, axes: dict[str, int]) -> bool:
 def _reference_py(d: Definition) -> str:
     ins = list(d.inputs)
     outs = list(d.outputs)
-    call = ", ".join(f"{n}=inputs[{n!r}]" if d.inputs[n].shape is not None else f"{n}=scalars[{n!r}]" for n in ins)
+    call = ", ".join(
+        f"{n}=inputs[{n!r}]" if d.inputs[n].shape is not None else f"{n}=scalars[{n!r}]" for n in ins
+    )
     return (
         f"# Imported from the FlashInfer-Trace definition {d.name!r} by `ptxrag tasks import`.\n"
         "# The definition's reference follows unchanged; reference() adapts it to ptxrag's ABI.\n\n"
