@@ -153,3 +153,19 @@ def test_costs_from_the_price_table(tmp_path):
     own.write_text('[[price]]\nmatch = "x"\n')
     with pytest.raises(PriceError, match="not valid"):
         load_prices(own)
+
+
+def test_wilson_interval_is_honest_at_small_n():
+    from ptxrag.bench.metrics import rate, wilson_ci
+
+    lo, hi = wilson_ci(0, 2)
+    assert lo == 0.0 and hi == pytest.approx(0.6576, abs=1e-3)  # z^2 / (n + z^2)
+    lo, hi = wilson_ci(5, 10)
+    assert (lo, hi) == (pytest.approx(0.2366, abs=1e-3), pytest.approx(0.7634, abs=1e-3))
+    lo, hi = wilson_ci(2, 2)
+    assert hi == 1.0 and lo == pytest.approx(1 - 0.6576, abs=1e-3)
+    assert wilson_ci(0, 0) is None
+    with pytest.raises(ValueError):
+        wilson_ci(3, 2)
+    r = rate([False, False])
+    assert r.ci_high is not None and r.ci_high > 0.5  # not the bootstrap's certain [0, 0]

@@ -2,8 +2,8 @@
 speedup over successes, fast_p, and paired comparisons between conditions.
 
 Definitions:
-- rate: the fraction of episodes with the property; its interval is the percentile bootstrap over episodes
-  (``n_boot`` resamples, fixed seed, so a report is reproducible).
+- rate: the fraction of episodes with the property; its interval is the Wilson score interval, which stays
+  honest at small n and at 0 or n hits (0/2 gives [0%, 66%], where a bootstrap would print [0%, 0%]).
 - success@k: the fraction of episodes solved within their first k rounds.
 - geometric-mean speedup: over the successful episodes that were timed (speedup = baseline time /
   candidate time); the interval is the bootstrap over those episodes.
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations
+from statistics import NormalDist
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,11 +104,25 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
+def wilson_ci(hits: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial rate ``hits / n``; None when ``n`` is 0."""
+    if n <= 0:
+        return None
+    if not 0 <= hits <= n:
+        raise ValueError(f"wilson_ci: hits ({hits}) must be between 0 and n ({n})")
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = hits / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def rate(flags: Iterable[bool]) -> Rate:
     x = [bool(f) for f in flags]
     if not x:
         return Rate(hits=0, n=0, rate=None)
-    ci = bootstrap_ci([float(f) for f in x])
+    ci = wilson_ci(sum(x), len(x))
     assert ci is not None
     return Rate(hits=sum(x), n=len(x), rate=sum(x) / len(x), ci_low=ci[0], ci_high=ci[1])
 

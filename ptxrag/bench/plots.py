@@ -46,7 +46,7 @@ def _err(r: Rate) -> tuple[float, float]:
 def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     """Success rate by condition (one bar per model), with 95% intervals; a lighter bar behind each shows
     the rate of compiled candidates with every target instruction in the SASS (checkable without a GPU)."""
-    title = "Success by condition (95% bootstrap intervals)"
+    title = "Success by condition (95% Wilson intervals)"
     if not summaries:
         return _empty(title, "no finished episodes")
     conditions = list(dict.fromkeys(str(s.group["condition"]) for s in summaries))

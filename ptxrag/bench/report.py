@@ -144,8 +144,9 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
     sec.blocks.append(
         Paragraph(
             "Success means compiled, correct on every check, and every target instruction's Nsight Compute "
-            "predicated-on thread count above zero. Intervals are 95% percentile bootstrap intervals over "
-            f"episodes ({metrics.N_BOOT} resamples). fast_p is KernelBench's: the fraction of all episodes that "
+            "predicated-on thread count above zero. Rate intervals are 95% Wilson score intervals; speedup "
+            f"and paired-difference intervals are 95% percentile bootstrap intervals ({metrics.N_BOOT} "
+            "resamples). fast_p is KernelBench's: the fraction of all episodes that "
             "succeeded with speedup over the library baseline greater than p. Geometric-mean speedup is over "
             "successful, timed episodes.",
             "note",

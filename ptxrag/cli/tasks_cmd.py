@@ -212,5 +212,50 @@ def validate(
         raise typer.Exit(1)
 
 
+@tasks_app.command("import")
+def import_cmd(
+    definition: Annotated[Path, typer.Argument(help="a FlashInfer-Trace definition JSON")],
+    required_ptx: Annotated[list[str], typer.Option("--required-ptx", help="repeat per instruction")],
+    to: Annotated[Path, typer.Option("--to", help="folder the task folder is written into")],
+    workloads: Annotated[Path | None, typer.Option("--workloads", help="workloads or traces JSONL")] = None,
+    arch: Annotated[str, typer.Option("--arch")] = "sm_90a",
+    task_id: Annotated[str | None, typer.Option("--id", help="task id (default: from the name)")] = None,
+) -> None:
+    """Turn a FlashInfer-Trace definition (and its workloads) into a ptxrag task folder."""
+    from ptxrag.tasks.fitrace import FITraceError, load_definition, load_workloads
+    from ptxrag.tasks.interop import import_definition
+
+    try:
+        d = load_definition(definition)
+        w = load_workloads(workloads, d) if workloads else []
+        r = import_definition(d, w, required_ptx, to, arch=arch, task_id=task_id)
+    except FITraceError as e:
+        fail(str(e))
+    for note in r.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"wrote {r.folder}: check shapes {r.check}, timing shape {r.timing}")
+    console.print("solution.cu is a placeholder; add the folder to PTXRAG_TASKS_PATH to use it")
+
+
+@tasks_app.command("export")
+def export_cmd(
+    task_id: str,
+    to: Annotated[Path, typer.Option("--to", help="folder for the definition and workloads files")],
+    fmt: Annotated[str, typer.Option("--format")] = "flashinfer-trace",
+) -> None:
+    """Write a task as a FlashInfer-Trace definition JSON plus a workloads JSONL."""
+    from ptxrag.tasks import TaskError, load_task
+    from ptxrag.tasks.interop import write_export
+
+    if fmt != "flashinfer-trace":
+        fail(f"--format {fmt!r} is not supported; use flashinfer-trace")
+    try:
+        paths = write_export(load_task(task_id), to)
+    except TaskError as e:
+        fail(str(e))
+    for p in paths:
+        console.print(f"wrote {p}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
