@@ -71,7 +71,9 @@ def test_unknown_gpu_has_no_bound_and_says_so():
 
 def test_a_timed_repetition_with_wrong_samples_fails_with_its_reason():
     raw = _raw(0.16, 0.175)
-    raw["recheck"] = [{"passed": False, "error": "timed repetition 7: sampled outputs wrong (work skipped or reused?)"}]
+    raw["recheck"] = [
+        {"passed": False, "error": "timed repetition 7: sampled outputs wrong (work skipped or reused?)"}
+    ]
     t = judge_timing(TASK, raw, 1.0, "NVIDIA H200")
     assert t.status == "failed" and "repetition 7" in t.message
 

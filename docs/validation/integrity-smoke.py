@@ -20,7 +20,9 @@ with open(f"{out}/integrity-smoke.jsonl", "a") as log:
     for task in list_tasks():
         if only and task.id not in only:
             continue
-        items = [("reference", task.solution, None)] + [(c.file, c.file, c.must_fail_at) for c in task.controls]
+        items = [("reference", task.solution, None)] + [
+            (c.file, c.file, c.must_fail_at) for c in task.controls
+        ]
         if "--refs" in sys.argv:
             items = items[:1]
         for name, file, must in items:
@@ -28,12 +30,25 @@ with open(f"{out}/integrity-smoke.jsonl", "a") as log:
             rep = sb.evaluate(task, task.path(file).read_text())
             ff = rep.first_failure
             row = {
-                "task": task.id, "kernel": name, "must_fail_at": must, "success": rep.success,
-                "failed_at": ff.stage if ff else None, "wall_s": round(time.time() - t0, 2),
+                "task": task.id,
+                "kernel": name,
+                "must_fail_at": must,
+                "success": rep.success,
+                "failed_at": ff.stage if ff else None,
+                "wall_s": round(time.time() - t0, 2),
                 "stages": {s.stage: [s.status, s.message[:400]] for s in rep.stages()},
             }
             log.write(json.dumps(row) + "\n")
             log.flush()
-            print(task.id, name, "->", row["failed_at"] or ("SUCCESS" if rep.success else "no failure"), f"(must {must})", row["wall_s"], "s", flush=True)
+            print(
+                task.id,
+                name,
+                "->",
+                row["failed_at"] or ("SUCCESS" if rep.success else "no failure"),
+                f"(must {must})",
+                row["wall_s"],
+                "s",
+                flush=True,
+            )
             if ff:
                 print("   ", ff.message[:300], flush=True)
