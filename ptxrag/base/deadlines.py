@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 
+from ptxrag.base.errors import ConfigInputError
+
 #: the most the load factor alone stretches a deadline (a runaway load average must not mean "forever")
 MAX_LOAD_FACTOR = 8.0
 SCALE_ENV = "PTXRAG_TIMEOUT_SCALE"
 
 
-class TimeoutScaleError(ValueError):
+class TimeoutScaleError(ConfigInputError, ValueError):
     """PTXRAG_TIMEOUT_SCALE is not a finite number >= 1 (user error: fix the environment)."""
 
 

@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ptxrag.base.errors import TaskInputError
+
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 #: dtypes the FlashInfer-Trace schema allows.
@@ -35,7 +37,7 @@ FI_DTYPES = (
 )
 
 
-class FITraceError(ValueError):
+class FITraceError(TaskInputError, ValueError):
     """A definition or workload file is malformed or cannot be mapped; the message says what to change."""
 
 
