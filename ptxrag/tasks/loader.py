@@ -57,7 +57,12 @@ def load_task_dir(folder: Path) -> TaskSpec:
         raise TaskError(f"{spec_file}: invalid task spec:\n  " + "\n  ".join(lines)) from None
     if task.id != folder.name:
         raise TaskError(f"{spec_file}: id {task.id!r} must equal the folder name {folder.name!r}")
-    for rel in [task.reference.file, task.solution, *(c.file for c in task.controls)]:
+    for rel in [
+        task.reference.file,
+        task.solution,
+        *(c.file for c in task.controls),
+        *(a.file for a in task.alternatives),
+    ]:
         if not (folder / rel).is_file():
             raise TaskError(f"{spec_file}: referenced file {rel!r} does not exist")
     _check_required_ptx(task, spec_file)
