@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ptxrag.base.errors import SandboxFailure
 from ptxrag.base.expr import evaluate
 from ptxrag.tasks.spec import COUNTS_FILE, TaskSpec
 
@@ -31,6 +32,7 @@ from . import ncu as ncu_mod
 from . import roofline
 from .compile import compile_candidate
 from .containment import Contained, Limits, clean_env, describe_exit, run_contained, tail
+from .native import native_helpers
 from .opcodes import resolve
 from .results import (
     CheckResult,
@@ -45,7 +47,7 @@ from .results import (
     skipped,
 )
 from .static import forbidden_hits, static_check
-from .toolchain import GpuInfo, detect_gpu, find_ncu
+from .toolchain import GpuInfo, ToolchainError, detect_gpu, find_ncu
 
 if TYPE_CHECKING:
     from .mutation import Mutant
@@ -475,8 +477,15 @@ class _Worker:
         self.config = config
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
         # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
-        for name in ("worker.py", "launch_once.py", "abi.py"):
+        for name in ("worker.py", "runner.py", "launch_once.py", "abi.py"):
             shutil.copy2(GPU_DIR / name, work / name)
+        self.start_error: str | None = None
+        try:
+            helpers = native_helpers()  # the candidate process's rtld audit and CUPTI stream monitor
+            shutil.copy2(helpers.audit, work / "audit.so")
+            shutil.copy2(helpers.monitor, work / "monitor.so")
+        except (SandboxFailure, ToolchainError, OSError) as e:
+            self.start_error = f"harness error: the candidate process's run-time checks are unavailable: {e}"
         self.log = work / "worker.log"
         self._t_start = time.monotonic()
         self._ready = False
@@ -494,7 +503,6 @@ class _Worker:
         os.close(cmd_r)
         os.close(res_w)
         self._buf = b""
-        self.start_error: str | None = None
 
     def _wait_ready(self) -> None:
         if self._ready or self.start_error:
@@ -598,7 +606,8 @@ class _Worker:
                 "the correctness checks",
             )
         except _WorkerDied as e:
-            return CorrectnessResult(status="failed", message=str(e), wall_s=time.monotonic() - t0)
+            status = "error" if str(e).startswith("harness error") else "failed"
+            return CorrectnessResult(status=status, message=str(e), wall_s=time.monotonic() - t0)  # type: ignore[arg-type]
         wall = time.monotonic() - t0
         out_tail = tail(self.log, 800)
         if not res.get("ok"):
