@@ -40,13 +40,19 @@ class CudaError(RuntimeError):
     pass
 
 
+class IpcMemHandle(ctypes.Structure):
+    """cudaIpcMemHandle_t: passed by value (a ctypes array argument would decay to a pointer)."""
+
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
 class Runner:
     def __init__(self) -> None:
         self.rt = ctypes.CDLL(abi.find_cudart())
         self.rt.cudaGetErrorString.restype = ctypes.c_char_p
         self.rt.cudaIpcOpenMemHandle.argtypes = [
             ctypes.POINTER(ctypes.c_void_p),
-            ctypes.c_char * IPC_HANDLE_BYTES,
+            IpcMemHandle,
             ctypes.c_uint,
         ]
         self.rt.cudaEventElapsedTime.argtypes = [
@@ -98,7 +104,7 @@ class Runner:
         ptrs = []
         for h in cmd["handles"]:
             if h not in self.mapped:
-                raw = (ctypes.c_char * IPC_HANDLE_BYTES).from_buffer_copy(bytes.fromhex(h))
+                raw = IpcMemHandle.from_buffer_copy(bytes.fromhex(h))
                 ptr = ctypes.c_void_p()
                 self.check(self.rt.cudaIpcOpenMemHandle(ctypes.byref(ptr), raw, 1), "cudaIpcOpenMemHandle")
                 self.mapped[h] = ptr.value or 0
