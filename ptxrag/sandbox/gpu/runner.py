@@ -95,6 +95,7 @@ class Runner:
         for e in self.ev:
             self.check(self.rt.cudaEventCreate(ctypes.byref(e)), "cudaEventCreate")
         self.check(self.rt.cudaMalloc(ctypes.byref(self.marker), ctypes.c_size_t(4)), "cudaMalloc(marker)")
+        self.gate: abi.StreamGate | None = abi.StreamGate(self.rt)
         self.rt.cudaDeviceSynchronize()
         self.threads = self.thread_set()
         self.lib, self.launch = abi.load_candidate(cmd["library"])
@@ -131,10 +132,18 @@ class Runner:
         call = self.calls[int(cmd["id"])]
         if self.monitor is not None and self.monitor.ptxrag_monitor_begin(self.stream) != 0:
             raise RuntimeError("stream monitor: " + self.monitor.ptxrag_monitor_error().decode())
+        gate = self.gate if not cmd.get("wall") else None
+        if gate is not None:
+            gate.close(self.stream.value or 0)
         self.check(self.rt.cudaEventRecord(self.ev[0], self.stream), "cudaEventRecord")
         t0 = time.perf_counter()
         rc = self.launch(ctypes.byref(call.args))
         self.check(self.rt.cudaEventRecord(self.ev[1], self.stream), "cudaEventRecord")
+        gated = gate is not None and not gate.tripped
+        if gate is not None:
+            gate.open()
+            if gate.tripped:  # the candidate synchronised inside the call: time it ungated from now on
+                self.gate = None
         self.check(
             self.rt.cudaMemsetAsync(self.marker, MARKER_VALUE, ctypes.c_size_t(4), self.stream),
             "marker memset",
@@ -168,7 +177,7 @@ class Runner:
                 "do the work on the calling thread and finish it before returning"
             )
         self.threads |= left  # reported once
-        return {"rc": 0, "ms": float(ms.value), "wall_ms": wall_ms, "violations": violations}
+        return {"rc": 0, "ms": float(ms.value), "wall_ms": wall_ms, "gated": gated, "violations": violations}
 
     # -- evidence -------------------------------------------------------------------------------------------
     @staticmethod

@@ -531,14 +531,21 @@ class Worker:
 
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
+        gate = abi.StreamGate(self.cand.rt) if self.baseline is not None else None
+
         def base(i: int, wall: bool) -> tuple[float, float]:
-            assert self.baseline is not None
+            """The baseline's repetition, bracketed like the candidate's in its process (runner.call)."""
+            assert self.baseline is not None and gate is not None
             torch.cuda.synchronize()
             with torch.cuda.stream(self.stream):
+                if not wall and not gate.tripped:
+                    gate.close(self.stream.cuda_stream)
                 e0.record(self.stream)
                 t0 = time.perf_counter()
                 self.baseline(slots[plan[i][0]][0], dict(self.scalars))
                 e1.record(self.stream)
+                if not wall:
+                    gate.open()
             if wall:
                 torch.cuda.synchronize()
             else:
