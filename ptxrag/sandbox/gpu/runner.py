@@ -12,7 +12,7 @@ Usage: python runner.py CMD_FD RESULT_FD      (one JSON command per line; one JS
     {"op": "load", "library": path, "monitor": path or null, "audit_log": path or null}
     {"op": "map", "handles": [hex, ...]}            -> {"ptrs": [int, ...]} (base addresses here)
     {"op": "prepare", "id": k, "inputs": [...], "outputs": [...], "scalars": [...], "workspace": [ptr, n]}
-    {"op": "call", "id": k, "wall": bool}          -> {"rc", "ms", "wall_ms", "violations"}
+    {"op": "call", "id": k, "wall": bool, "record": bool}   -> {"rc", "ms", "wall_ms", "violations"}
     {"op": "exit"}
 Tensors are [ptr, dtype, shape, strides] with ptr in this process's address space.
 """
@@ -65,6 +65,7 @@ class Runner:
         self.launch = None
         self.lib = None
         self.monitor: ctypes.CDLL | None = None
+        self.recording = True
         self.audit_log: str | None = None
         self.audit_seen = 0
         self.calls: dict[int, abi.Call] = {}
@@ -86,6 +87,7 @@ class Runner:
             mon.ptxrag_monitor_now.restype = ctypes.c_uint64
             mon.ptxrag_monitor_begin.argtypes = [ctypes.c_void_p]
             mon.ptxrag_monitor_end.argtypes = [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int]
+            mon.ptxrag_monitor_enable.argtypes = [ctypes.c_int]
             if mon.ptxrag_monitor_start() != 0:
                 raise RuntimeError(
                     "the CUPTI stream monitor did not start: " + mon.ptxrag_monitor_error().decode()
@@ -132,7 +134,12 @@ class Runner:
     def call(self, cmd: dict) -> dict:
         assert self.launch is not None
         call = self.calls[int(cmd["id"])]
-        if self.monitor is not None and self.monitor.ptxrag_monitor_begin(self.stream) != 0:
+        record = bool(cmd.get("record", True)) and self.monitor is not None
+        if self.monitor is not None and record != self.recording:
+            if self.monitor.ptxrag_monitor_enable(int(record)) != 0:
+                raise RuntimeError("stream monitor: " + self.monitor.ptxrag_monitor_error().decode())
+            self.recording = record
+        if record and self.monitor is not None and self.monitor.ptxrag_monitor_begin(self.stream) != 0:
             raise RuntimeError("stream monitor: " + self.monitor.ptxrag_monitor_error().decode())
         gate = self.gate if not cmd.get("wall") else None
         if gate is not None:
@@ -161,7 +168,7 @@ class Runner:
         ms = ctypes.c_float()
         self.check(self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.ev[0], self.ev[1]), "event time")
         violations = self.audit_violations()
-        if self.monitor is not None:
+        if record and self.monitor is not None:
             done = self.monitor.ptxrag_monitor_now()
             buf = ctypes.create_string_buffer(1024)
             bad = self.monitor.ptxrag_monitor_end(done, buf, len(buf))
@@ -179,7 +186,14 @@ class Runner:
                 "do the work on the calling thread and finish it before returning"
             )
         self.threads |= left  # reported once
-        return {"rc": 0, "ms": float(ms.value), "wall_ms": wall_ms, "gated": gated, "violations": violations}
+        return {
+            "rc": 0,
+            "ms": float(ms.value),
+            "wall_ms": wall_ms,
+            "gated": gated,
+            "recorded": record,
+            "violations": violations,
+        }
 
     # -- evidence -------------------------------------------------------------------------------------------
     @staticmethod
