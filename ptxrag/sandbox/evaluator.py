@@ -440,7 +440,7 @@ class Sandbox:
 
 
 def _child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
-    env = clean_env(work, keep=("PTXRAG_DIAG_NO_MONITOR", "PTXRAG_DIAG_NO_GATE"))
+    env = clean_env(work)
     if config.cuda_device is not None:
         env["CUDA_VISIBLE_DEVICES"] = config.cuda_device
     return env

@@ -81,7 +81,7 @@ class Runner:
     # -- commands -------------------------------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
         self.audit_log = cmd.get("audit_log")
-        if cmd.get("monitor") and not os.environ.get("PTXRAG_DIAG_NO_MONITOR"):
+        if cmd.get("monitor"):
             mon = ctypes.CDLL(cmd["monitor"])
             mon.ptxrag_monitor_error.restype = ctypes.c_char_p
             mon.ptxrag_monitor_now.restype = ctypes.c_uint64
@@ -97,9 +97,7 @@ class Runner:
         for e in self.ev:
             self.check(self.rt.cudaEventCreate(ctypes.byref(e)), "cudaEventCreate")
         self.check(self.rt.cudaMalloc(ctypes.byref(self.marker), ctypes.c_size_t(4)), "cudaMalloc(marker)")
-        self.gate: abi.StreamGate | None = (
-            None if os.environ.get("PTXRAG_DIAG_NO_GATE") else abi.StreamGate(self.rt)
-        )
+        self.gate: abi.StreamGate | None = abi.StreamGate(self.rt)
         self.rt.cudaDeviceSynchronize()
         self.threads = self.thread_set()
         self.lib, self.launch = abi.load_candidate(cmd["library"])

@@ -260,12 +260,17 @@ class Worker:
                 return f"wrote outside its tensors: the {after.numel()} bytes just after {name} changed"
         return None
 
-    def make_inputs(self, dims: dict, seed: int) -> dict[str, torch.Tensor]:
+    def make_inputs(self, dims: dict, seed: int, guard: bool = True) -> dict[str, torch.Tensor]:
+        """Fresh inputs; ``guard=False`` for private contents the candidate never sees."""
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
         out = {}
         for t in self.job["inputs"]:
-            x = self.guarded(self.shape(t, dims), _dtype(t["dtype"]), f"input {t['name']!r}")
+            shape, dtype = self.shape(t, dims), _dtype(t["dtype"])
+            if guard:
+                x = self.guarded(shape, dtype, f"input {t['name']!r}")
+            else:
+                x = torch.empty(shape, dtype=dtype, device=self.device)
             self.fill_input(x, t.get("init", {}), gen)
             out[t["name"]] = x
         return out
@@ -495,9 +500,8 @@ class Worker:
         dims = self.job["timing_dims"]
         reps, warmup = int(t["reps"]), int(t["warmup"])
         self.guards = []
-        contents = [self.make_inputs(dims, secrets.randbits(63)) for _ in range(TIMING_CONTENTS)]
-        contents = [self.private_copy(c) for c in contents]  # plain (unguarded) private tensors
-        self.guards = []
+        # private contents (never shown to the candidate: no guards, no second copy)
+        contents = [self.make_inputs(dims, secrets.randbits(63), guard=False) for _ in range(TIMING_CONTENTS)]
         refs = [self.run_reference(c) for c in contents]
         slots = []
         for _ in range(TIMING_SLOTS):
