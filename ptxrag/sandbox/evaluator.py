@@ -231,18 +231,11 @@ class Sandbox:
             if not corr.ok:
                 return corr, skipped("execution", later), skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             stage("execution")
-            spare = _Worker(self.config)  # the mutants' worker starts (torch, CUDA) while ncu runs
-            try:
-                exe = self._execution(task, work, w.verify_profiled)
-            except BaseException:
-                spare.close()
-                raise
+            exe = self._execution(task, work, w.verify_profiled)
             later = "execution check did not pass"
             if not exe.ok:
-                spare.close()
                 return corr, exe, skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             if not self.config.run_mutation:
-                spare.close()
                 mut = skipped("mutation", "mutation check disabled")  # type: ignore[assignment]
                 tim = (
                     w.timing(task, self._gpu.label if self._gpu else None)
@@ -251,8 +244,10 @@ class Sandbox:
                 )
                 return corr, exe, mut, tim  # type: ignore[return-value]
             stage("mutation")
-            # a mutant that hangs (an mbarrier that never completes) is cut off at a few times the honest time
-            mut = self._mutation(task, mutants, spare, limit_s=max(4.0, 3.0 * corr.wall_s))
+            # each mutant runs in a fresh candidate process of this worker (its inputs and references
+            # stay); one that hangs (an mbarrier that never completes) is cut off at a few times the
+            # honest time
+            mut = self._mutation(task, mutants, w, limit_s=max(4.0, 3.0 * corr.wall_s))
             if not mut.ok:
                 return corr, exe, mut, skipped("timing", "mutation check did not pass")  # type: ignore[return-value]
             if not self.config.run_timing:
@@ -271,68 +266,31 @@ class Sandbox:
         )
 
     def _mutation(
-        self, task: TaskSpec, mutants: Future[list[Mutant]] | None, spare: _Worker | None, limit_s: float
+        self, task: TaskSpec, mutants: Future[list[Mutant]] | None, worker: _Worker, limit_s: float
     ) -> MutationResult:
         """Each required instruction's effect removed: the correctness check must then fail (or the kernel
         fault or hang), else the instruction executed without its result mattering."""
         t0 = time.monotonic()
-        worker: _Worker | None = spare
         if mutants is None:
-            if worker is not None:
-                worker.close()
             return MutationResult(status="error", message="no mutants were built (harness)")
         try:
             built = mutants.result(timeout=self.config.stage_limits.compile_s * 2)
         except Exception as e:  # noqa: BLE001 - the mutant build is harness work
-            if worker is not None:
-                worker.close()
             return MutationResult(status="error", message=f"building mutants failed: {type(e).__name__}: {e}")
         outcomes: list[MutantOutcome] = []
-        try:
-            for m in built:
-                if m.status == "not_mutable":
-                    outcomes.append(
-                        MutantOutcome(ptx=m.instruction, status="not mutable", how=m.how, detail=m.message)
-                    )
-                    continue
-                if m.status != "built" or not m.library_path:
-                    outcomes.append(
-                        MutantOutcome(ptx=m.instruction, status="not built", how=m.how, detail=m.message)
-                    )
-                    continue
-                if worker is None:
-                    worker = _Worker(self.config)
-                w = worker
-                lib = w.work / f"mutant-{len(outcomes)}.so"
-                shutil.copy2(m.library_path, lib)
-                lib.chmod(0o644)
-                ref = w.work / "reference.py"
-                shutil.copy2(task.path(task.reference.file), ref)
-                job = w.work / f"mutant-{len(outcomes)}.json"
-                job.write_text(json.dumps(_job(task, lib, ref)))
-                corr = w.correctness(job, limit_s=limit_s)
-                if corr.status == "error" or corr.message.startswith("could not load"):
-                    status, detail = "not built", f"the mutant did not load: {corr.message}"
-                    if worker.dead:
-                        worker.close()
-                        worker = None
-                elif corr.ok:
-                    status = "output unchanged"
-                    detail = "every check still passed without it"
-                else:
-                    status, detail = "output changed", corr.message
-                    # a mutant that faulted or hung took the worker with it
-                    if worker.dead:
-                        worker.close()
-                        worker = None
+        for m in built:
+            if m.status == "not_mutable":
                 outcomes.append(
-                    MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300])
-                )  # type: ignore[arg-type]
-                if worker is None and any(x.status == "built" for x in built[built.index(m) + 1 :]):
-                    worker = _Worker(self.config)
-        finally:
-            if worker is not None:
-                worker.close()
+                    MutantOutcome(ptx=m.instruction, status="not mutable", how=m.how, detail=m.message)
+                )
+                continue
+            if m.status != "built" or not m.library_path:
+                outcomes.append(
+                    MutantOutcome(ptx=m.instruction, status="not built", how=m.how, detail=m.message)
+                )
+                continue
+            status, detail = worker.mutant(Path(m.library_path), len(outcomes), limit_s)
+            outcomes.append(MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300]))  # type: ignore[arg-type]
         unchanged = [o for o in outcomes if o.status == "output unchanged"]
         tested = [o for o in outcomes if o.status in ("output changed", "output unchanged")]
         wall = time.monotonic() - t0
@@ -634,6 +592,35 @@ class _Worker:
         return CorrectnessResult(
             status="failed", message=_describe_bad(bad[0]), checks=checks, stdout_tail=out_tail, wall_s=wall
         )
+
+    def mutant(self, library: Path, tag: int, limit_s: float) -> tuple[str, str]:
+        """A mutant's correctness checks in a fresh candidate process of this (loaded) worker:
+        ("output changed" | "output unchanged" | "not built", detail)."""
+        lib = self.work / f"mutant-{tag}.so"
+        shutil.copy2(library, lib)
+        lib.chmod(0o644)
+        try:
+            res = self._ask(
+                {"cmd": "mutant", "library": str(lib), "tag": tag, "limit_s": limit_s},
+                limit_s + self.config.stage_limits.gpu_start_s,
+                "a mutant's checks",
+            )
+        except _WorkerDied as e:
+            return "not built", f"the worker stopped during the mutant: {e}"
+        finally:
+            lib.unlink(missing_ok=True)
+        if not res.get("ok"):
+            return "not built", f"harness: {res.get('error', '?')}"
+        outcome = res.get("outcome")
+        if outcome == "not loaded":
+            return "not built", f"the mutant did not load: {res.get('error', '')}"
+        if outcome != "checks":
+            return "output changed", f"the mutant {outcome}: {res.get('error', '')}"
+        checks = [CheckResult(**{k: v for k, v in c.items() if k != "seed"}) for c in res["checks"]]
+        bad = [c for c in checks if not c.passed]
+        if not bad:
+            return "output unchanged", "every check still passed without it"
+        return "output changed", _describe_bad(bad[0])
 
     def verify_profiled(self, work: Path) -> list[CheckResult]:
         """Compare the outputs the profiled launch saved with the reference of its inputs."""

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import secrets
+import select
 import statistics
 import subprocess
 import sys
@@ -33,7 +34,12 @@ try:
 except ImportError:  # run by path
     import abi  # type: ignore[no-redef]
 
-import torch
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch: Any = None  # imported by main() once the candidate's process is starting (they overlap)
 
 INT_POISON = -0x5EADBEEF  # fits int32/int64; unsigned and small ints use their max value
 GUARD_BYTES = 1 << 16  # random bytes before and after every tensor: a write outside a tensor changes them
@@ -43,6 +49,7 @@ TIMING_CONTENTS = 3  # distinct input contents moved between the slots (so a poi
 FULL_CHECKS = 2  # timed repetitions whose whole output is verified
 RECORDED_SHARE = 4  # one timed repetition in this many runs with the CUPTI stream record (not in the median)
 RECORDED_MIN = 3
+START_TIMEOUT_S = 60.0  # the candidate's process: interpreter, CUDA context, CUPTI
 
 
 #: name fragments of the libraries the candidate's process may not load (the rtld audit refuses them)
@@ -69,11 +76,13 @@ def _dtype(name: str) -> torch.dtype:
 class CandidateProcess:
     """The candidate's process (runner.py) and its line protocol, seen from the worker."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, tag: str = "candidate", timeout_s: float | None = None) -> None:
         here = os.path.dirname(os.path.abspath(__file__))
         env = dict(os.environ)
         audit = os.path.join(here, "audit.so")
-        self.audit_log = os.path.join(workdir, "audit.log") if os.path.isfile(audit) else None
+        self.audit_log = os.path.join(workdir, f"audit-{tag}.log") if os.path.isfile(audit) else None
+        #: seconds one reply may take (None: wait; the evaluator's deadline then stops the whole worker)
+        self.timeout_s = timeout_s
         if self.audit_log:
             env["LD_AUDIT"] = audit
             env["PTXRAG_AUDIT_LOG"] = self.audit_log
@@ -90,7 +99,7 @@ class CandidateProcess:
         )
         os.close(cmd_r)
         os.close(res_w)
-        self.results = os.fdopen(self.res_r, "r")
+        self.buf = b""
         self.started = False
         self.rt = ctypes.CDLL(abi.find_cudart())
         self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
@@ -105,20 +114,35 @@ class CandidateProcess:
 
     def ask(self, cmd: dict) -> dict:
         if not self.started:
-            hello = self._read()
+            hello = self._read(START_TIMEOUT_S)
             if not hello.get("ok"):
                 raise HarnessError(hello.get("error", "the candidate process did not start"))
             self.started = True
         os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
         return self._read()
 
-    def _read(self) -> dict:
-        line = self.results.readline()
-        if not line:
-            self.proc.wait()
-            raise CandidateCudaError(
-                f"the candidate's process exited (status {self.proc.returncode}) during a call"
-            )
+    def _read(self, timeout_s: float | None = None) -> dict:
+        limit = timeout_s if timeout_s is not None else self.timeout_s
+        deadline = None if limit is None else time.monotonic() + limit
+        while b"\n" not in self.buf:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                self.proc.kill()
+                self.proc.wait()
+                raise CandidateHang(
+                    f"did not finish within {self.timeout_s:.0f} s (a kernel that never ends?)"
+                )
+            ready, _, _ = select.select([self.res_r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.res_r, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                raise CandidateCudaError(
+                    f"the candidate's process exited (status {self.proc.returncode}) during a call"
+                )
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
         return json.loads(line)
 
     def checked(self, cmd: dict) -> dict:
@@ -188,6 +212,9 @@ class CandidateProcess:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self.cmd_w, b'{"op": "exit"}\n')
+        for fd in (self.cmd_w, self.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -459,6 +486,35 @@ class Worker:
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
         return {"checks": checks}
 
+    def mutant(self, cmd: dict) -> dict:
+        """The correctness checks of a mutant library, in a fresh candidate process of its own (this
+        worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
+        checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
+        main = self.cand
+        m = CandidateProcess(os.getcwd(), tag=f"mutant-{cmd['tag']}", timeout_s=float(cmd["limit_s"]))
+        self.cand = m
+        try:
+            refused = m.load(cmd["library"])
+            if refused:
+                return {"outcome": "violation", "error": "; ".join(refused)}
+            checks = []
+            for i, dims in enumerate(self.job["check_dims"]):
+                checks += self.check_once(dims, f"check {i + 1}")
+            return {"outcome": "checks", "checks": checks}
+        except CandidateHang as e:
+            return {"outcome": "hung", "error": str(e)}
+        except CandidateCudaError as e:
+            return {"outcome": "faulted", "error": str(e)[:500]}
+        except CandidateViolation as e:
+            return {"outcome": "violation", "error": str(e)}
+        except CandidateError as e:
+            return {"outcome": "error", "error": str(e)}
+        except CandidateLoadError as e:
+            return {"outcome": "not loaded", "error": str(e)}
+        finally:
+            self.cand = main
+            m.close()
+
     def verify_profiled(self, cmd: dict) -> dict:
         """Compare the outputs the profiled launch wrote with the reference of the same inputs: the
         instruction counts only count when they come from a call whose result is right."""
@@ -660,6 +716,10 @@ class CandidateCudaError(RuntimeError):
     """The candidate's work faulted (the candidate's process is gone or its context unusable)."""
 
 
+class CandidateHang(RuntimeError):
+    """A call did not return within the candidate process's time limit (the process was killed)."""
+
+
 class CandidateLoadError(RuntimeError):
     """The candidate library could not be loaded (missing entry point, missing symbol)."""
 
@@ -682,8 +742,11 @@ def main() -> int:
         results.flush()
 
     # warm up first (the candidate's process, torch, the CUDA context) so the parent can compile meanwhile
+    global torch
     try:
         cand = CandidateProcess(os.getcwd())
+        import torch
+
         torch.cuda.init()
         gpu = torch.cuda.get_device_name(0)
     except Exception as e:  # noqa: BLE001
