@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CONTRACTS = ("layers", "sandbox-alone", "indexer-alone", "data-no-agent", "library-no-cli", "no-cycles")
+CONTRACTS = (
+    "layers",
+    "sandbox-alone",
+    "indexer-alone",
+    "data-no-agent",
+    "library-no-cli",
+    "bench-public-api",
+    "no-cycles",
+)
 
 
 def _lint_imports(root: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
@@ -45,6 +53,7 @@ VIOLATIONS = [
     ("indexer-alone", "indexer/fusion.py", "import ptxrag.tasks"),
     ("data-no-agent", "corpus/citations.py", "import ptxrag.agent_graph.state"),
     ("library-no-cli", "bench/metrics.py", "import argparse"),
+    ("bench-public-api", "bench/plots.py", "from ptxrag.agent_graph.state import TokenUsage"),
     ("no-cycles", "agent_graph/state.py", "from ptxrag.agent_graph import nodes"),
 ]
 
