@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from .cards import hardware_card, list_hardware, render_card
 from .files import CorpusError, package_dir
@@ -269,9 +269,3 @@ def template_header(arch: str = "sm_90a") -> KnowledgeDoc:
     if not path.is_file():
         raise CorpusError(f"{path}: template header is missing from the installed package")
     return load_template(path)
-
-
-def as_source(value: str) -> Source:
-    if value not in SOURCES:
-        raise CorpusError(f"unknown knowledge source {value!r}; known: {list(SOURCES)}")
-    return cast(Source, value)
