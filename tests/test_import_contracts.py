@@ -23,6 +23,7 @@ CONTRACTS = (
     "data-no-agent",
     "library-no-cli",
     "bench-public-api",
+    "agent-public-api",
     "no-cycles",
 )
 
@@ -54,6 +55,7 @@ VIOLATIONS = [
     ("data-no-agent", "corpus/citations.py", "import ptxrag.agent_graph.state"),
     ("library-no-cli", "bench/metrics.py", "import argparse"),
     ("bench-public-api", "bench/plots.py", "from ptxrag.agent_graph.state import TokenUsage"),
+    ("agent-public-api", "agent_graph/prompts.py", "from ptxrag.sandbox.results import StaticResult"),
     ("no-cycles", "agent_graph/state.py", "from ptxrag.agent_graph import nodes"),
 ]
 

@@ -15,8 +15,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ptxrag.base.errors import SandboxFailure
+from ptxrag.sandbox import EvaluationReport
 from ptxrag.sandbox.protocol import Evaluator
-from ptxrag.sandbox.results import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from .extract import NoCodeFound, extract_code
