@@ -98,9 +98,9 @@ def validate(
     ] = False,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
+    from ptxrag.bench.task_validation import record_reference_counts, validate_task
     from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
     from ptxrag.tasks import TaskError, list_tasks, load_task
-    from ptxrag.tasks.validate import record_reference_counts, validate_task
 
     try:
         tasks = list_tasks() if (all_ or not task_ids) else [load_task(t) for t in task_ids]
