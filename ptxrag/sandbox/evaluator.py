@@ -536,14 +536,6 @@ class _Worker:
             raise _WorkerDied(self._death()) from e
         return self._read(timeout_s, doing)
 
-    @property
-    def dead(self) -> bool:
-        return (
-            self.start_error is not None
-            or self.c.proc.poll() is not None
-            or bool(self.c.tracked.killed_reason)
-        )
-
     def correctness(self, job: Path, limit_s: float | None = None) -> CorrectnessResult:
         t0 = time.monotonic()
         try:
