@@ -55,7 +55,7 @@ def _refused(folder: Path, *words: str) -> str:
 PATH_FIELDS = [
     # (field, where it sits in task.toml: old text -> new text with {p})
     ("statement_file", 'statement = """', 'statement_file = "{p}"\nnot_statement = """'),
-    ("solution", 'level = 1', 'level = 1\nsolution = "{p}"'),
+    ("solution", "level = 1", 'level = 1\nsolution = "{p}"'),
     ("controls[0].file", 'file = "controls/dead_redux.cu"', 'file = "{p}"'),
     ("reference.file", "[reference]", '[reference]\nfile = "{p}"'),
 ]

@@ -58,7 +58,9 @@ def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 def _warn_broken(broken: list[BrokenTask]) -> None:
     for b in broken:
-        err_console.print(f"[bold yellow]warning:[/] skipped broken task {b.folder}: {b.error}", highlight=False)
+        err_console.print(
+            f"[bold yellow]warning:[/] skipped broken task {b.folder}: {b.error}", highlight=False
+        )
 
 
 @tasks_app.command("show")

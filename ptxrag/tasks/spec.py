@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -121,6 +121,8 @@ _ID_RE = re.compile(TASK_ID_PATTERN)
 def is_task_id(s: str) -> bool:
     """Whether ``s`` has the form of a task id (``$`` alone would let a trailing newline through)."""
     return _ID_RE.fullmatch(s) is not None
+
+
 _DIM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -133,7 +135,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-@lru_cache(maxsize=None)
+@cache
 def gpu_memory_bytes(arch: str) -> tuple[int, str]:
     """(bytes, where the number comes from): the memory of the largest GPU of ``arch``'s compute capability
     among the hardware cards (ptxrag/corpus/hardware); for an arch no card describes, the largest card of
@@ -400,7 +402,9 @@ class TaskSpec(_Frozen):
             numel = math.prod(d if isinstance(d, int) else dims[d] for d in t.shape)
             nbytes = numel * DTYPE_BYTES[t.dtype]
             if nbytes > INT64_MAX:
-                raise ValueError(f"{where}: tensor {t.name!r} has {numel} elements, {nbytes} bytes: beyond int64")
+                raise ValueError(
+                    f"{where}: tensor {t.name!r} has {numel} elements, {nbytes} bytes: beyond int64"
+                )
             total += nbytes
         if total > limit:
             raise ValueError(
@@ -438,5 +442,7 @@ def inside_folder(folder: Path, rel: str, what: str) -> Path:
     root = folder.resolve()
     p = (folder / rel).resolve()
     if not p.is_relative_to(root):
-        raise TaskError(f"{what}: path {rel!r} leads outside the task folder {folder} (to {p}); keep task files inside it")
+        raise TaskError(
+            f"{what}: path {rel!r} leads outside the task folder {folder} (to {p}); keep task files inside it"
+        )
     return folder / rel

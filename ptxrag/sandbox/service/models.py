@@ -71,7 +71,9 @@ class JobStatus(_JobFields):
 class SubmittedJob(_JobFields):
     """The answer to a submission (202: a new job; 200: the existing job for the same input)."""
 
-    created: bool = Field(description="true: a new job; false: the existing one for the same task, source, options")
+    created: bool = Field(
+        description="true: a new job; false: the existing one for the same task, source, options"
+    )
     submitted: float = Field(description="Unix time the job was submitted")
 
 

@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -151,6 +153,14 @@ class Scheduler:
         }
 
 
+class _AsciiJSON(JSONResponse):
+    """JSON with non-ASCII escaped: a validation error echoes the input, which may hold a lone surrogate
+    that UTF-8 cannot encode (FastAPI's own 422 then fails with a 500)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 def job_key(task_id: str, source: str, options: dict[str, Any]) -> str:
     h = hashlib.sha256()
     for part in (task_id, source, json.dumps(options, sort_keys=True)):
@@ -178,9 +188,13 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     # counted while the body streams in: a chunked body has no Content-Length to trust
     app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes)
 
-    bearer = HTTPBearer(auto_error=False, description="the service's token (--token-file)")
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _AsciiJSON({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
-    def auth(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    bearer = Depends(HTTPBearer(auto_error=False, description="the service's token (--token-file)"))
+
+    def auth(creds: HTTPAuthorizationCredentials | None = bearer) -> None:
         got = creds.credentials if creds is not None else ""
         if not hmac.compare_digest(got.encode(), (cfg.token or "").encode()):
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
