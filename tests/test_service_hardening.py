@@ -398,8 +398,9 @@ def test_the_fuzzed_operations_are_all_of_them(api_schema: Any) -> None:
 
 
 # bounded by a count of examples per operation, never by time: no deadline, no speed health checks, a fixed
-# seed, no example database (nothing written to the checkout) and no shrinking phase. The schemathesis
-# pytest plugin is not used (its parametrize needs pytest < 9); hypothesis drives each operation's strategy.
+# seed, no example database (nothing replayed from earlier runs) and no shrinking phase. The schemathesis
+# pytest plugin is not used (its parametrize fails under pytest 9.2: no `_nodeid`); hypothesis drives each
+# operation's strategy.
 @pytest.mark.timeout(300)  # a backstop for a hang, not the bound
 @pytest.mark.parametrize(("method", "path", "mode"), FUZZ, ids=[f"{m} {p} {g}" for m, p, g in FUZZ])
 def test_schemathesis_on_loopback(api_schema: Any, method: str, path: str, mode: str) -> None:
