@@ -58,6 +58,11 @@ PATH_FIELDS = [
     ("solution", "level = 1", 'level = 1\nsolution = "{p}"'),
     ("controls[0].file", 'file = "controls/dead_redux.cu"', 'file = "{p}"'),
     ("reference.file", "[reference]", '[reference]\nfile = "{p}"'),
+    (
+        "alternatives[0].file",
+        "[shapes]",
+        '[[alternatives]]\nfile = "{p}"\nwhy = "another honest kernel"\n\n[shapes]',
+    ),
 ]
 
 

@@ -161,6 +161,9 @@ def validate(
                         }
                         for c in v.controls
                     ],
+                    "alternatives": [
+                        {"file": a.file, "verdict": a.verdict, "message": a.message} for a in v.alternatives
+                    ],
                 }
                 for v in results
             ],
@@ -225,6 +228,21 @@ def validate(
                 o.message[:200],
             )
     console.print(c)
+    if any(v.alternatives for v in results):
+        a = Table(title="honest alternatives (must pass)", header_style="bold")
+        for col in ("task", "solution", "verdict", "message"):
+            a.add_column(col, overflow="fold")
+        for v in results:
+            for h in v.alternatives:
+                a.add_row(
+                    v.task.id,
+                    h.file,
+                    {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(
+                        h.verdict, "[yellow]not verified[/]"
+                    ),
+                    h.message[:200],
+                )
+        console.print(a)
     if not all(v.ok for v in results):
         console.print("[bold red]validation FAILED[/]: a reference failed or a control passed")
         raise typer.Exit(1)

@@ -81,6 +81,7 @@ def load_task_dir(folder: Path) -> TaskSpec:
         ("reference.file", task.reference.file),
         ("solution", task.solution),
         *((f"controls[{i}].file", c.file) for i, c in enumerate(task.controls)),
+        *((f"alternatives[{i}].file", a.file) for i, a in enumerate(task.alternatives)),
     ]:
         if not inside_folder(folder, rel, f"{spec_file}: {what}").is_file():
             raise TaskError(f"{spec_file}: referenced file {rel!r} does not exist")

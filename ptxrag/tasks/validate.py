@@ -29,15 +29,30 @@ class ControlOutcome:
 
 
 @dataclass
+class AlternativeOutcome:
+    """A second honest solution: it must pass like the reference."""
+
+    file: str
+    verdict: Verdict
+    message: str
+    report: EvaluationReport | None = None
+
+
+@dataclass
 class TaskValidation:
     task: TaskSpec
     reference: EvaluationReport
     reference_verdict: Verdict
     controls: list[ControlOutcome] = field(default_factory=list)
+    alternatives: list[AlternativeOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.reference_verdict != "FAILED" and all(c.verdict != "FAILED" for c in self.controls)
+        return (
+            self.reference_verdict != "FAILED"
+            and all(c.verdict != "FAILED" for c in self.controls)
+            and all(a.verdict != "FAILED" for a in self.alternatives)
+        )
 
 
 GPU_STAGES = ("correctness", "execution", "mutation", "timing")
@@ -74,6 +89,13 @@ def validate_task(
             verdict = "FAILED"
             msg = f"failed at {failed_at} instead of {c.must_fail_at}: {first.message if first else ''}"
         out.controls.append(ControlOutcome(c.file, c.must_fail_at, failed_at, verdict, msg, rep))
+    for a in task.alternatives:
+        say(f"{task.id}: honest alternative {a.file} (must pass)")
+        rep = sandbox.evaluate(task, task.path(a.file).read_text())
+        v = _reference_verdict(rep)
+        first = rep.first_failure
+        msg = f"failed at {first.stage}: {first.message}" if first is not None else ""
+        out.alternatives.append(AlternativeOutcome(a.file, v, msg, rep))
     return out
 
 
