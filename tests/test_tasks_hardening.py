@@ -181,6 +181,20 @@ def test_memory_bound_comes_from_the_hardware_cards() -> None:
     assert mem80 >= mem and "any arch" in source80
 
 
+def test_the_memory_table_matches_the_hardware_cards() -> None:
+    from ptxrag.corpus.cards import hardware_card, list_hardware
+    from ptxrag.tasks.spec import LARGEST_GPU_MEMORY
+
+    largest: dict[tuple[int, int], tuple[int, str]] = {}
+    for name in list_hardware():
+        c = hardware_card(name)
+        cc = tuple(int(x) for x in c.compute_capability.split("."))
+        mem = (int(c.memory_gb.value * 10**9), c.name)
+        if cc not in largest or mem > largest[cc]:
+            largest[cc] = mem  # type: ignore[index]
+    assert largest == LARGEST_GPU_MEMORY
+
+
 def test_the_largest_shape_that_fits_still_loads(task_dir: Path) -> None:
     # int32 rows x cols in, rows out: just under the H200's memory loads, just over is refused
     rows, cols = 1 << 20, (MEM // 4 // (1 << 20)) - 1

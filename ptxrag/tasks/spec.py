@@ -135,25 +135,28 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+#: the largest GPU memory of each compute capability among the hardware cards (ptxrag/corpus/hardware), in
+#: bytes: kept here so that tasks do not depend on corpus (the layering contract); a test checks it against
+#: the cards (tests/test_tasks_hardening.py)
+LARGEST_GPU_MEMORY: dict[tuple[int, int], tuple[int, str]] = {
+    (9, 0): (141 * 10**9, "h200"),
+    (10, 0): (180 * 10**9, "b200"),
+}
+
+
 @cache
 def gpu_memory_bytes(arch: str) -> tuple[int, str]:
     """(bytes, where the number comes from): the memory of the largest GPU of ``arch``'s compute capability
-    among the hardware cards (ptxrag/corpus/hardware); for an arch no card describes, the largest card of
-    any arch; without readable cards, FALLBACK_GPU_MEMORY_BYTES. One call's inputs, outputs and workspace
-    must fit in it."""
-    try:
-        from ptxrag.corpus.cards import hardware_card, list_hardware
-
-        cards = [hardware_card(n) for n in list_hardware()]
-    except Exception:  # noqa: BLE001 - a broken card must not make every task unloadable
-        cards = []
-    if not cards:
-        return FALLBACK_GPU_MEMORY_BYTES, "the fallback cap (no hardware card readable)"
-    cc = ".".join(str(x) for x in ARCHS[arch][0]) if arch in ARCHS else ""
-    same = [c for c in cards if c.compute_capability == cc]
-    pool, scope = (same, f"the largest {arch} GPU") if same else (cards, "the largest GPU of any arch")
-    best = max(pool, key=lambda c: c.memory_gb.value)
-    return int(best.memory_gb.value * 10**9), f"{scope} in the hardware cards ({best.name})"
+    (LARGEST_GPU_MEMORY); for an arch no card describes, the largest of any arch. One call's inputs,
+    outputs and workspace must fit in it."""
+    cc = ARCHS[arch][0] if arch in ARCHS else None
+    if cc in LARGEST_GPU_MEMORY:
+        mem, name = LARGEST_GPU_MEMORY[cc]
+        return mem, f"the largest {arch} GPU in the hardware cards ({name})"
+    if not LARGEST_GPU_MEMORY:
+        return FALLBACK_GPU_MEMORY_BYTES, "the fallback cap (no hardware card)"
+    mem, name = max(LARGEST_GPU_MEMORY.values())
+    return mem, f"the largest GPU of any arch in the hardware cards ({name})"
 
 
 def _size(n: int) -> str:
