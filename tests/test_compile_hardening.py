@@ -225,7 +225,8 @@ def test_compile_log_has_no_terminal_escape_codes() -> None:
     raw = hostile.replace("\\x1b", "\x1b").replace("\\x07", "\x07")
     res = compile_candidate(raw, GENCODE, use_cache=False)
     assert res.status == "failed"
-    assert "clear screen" in res.log and "clear screen" in res.message  # the error is there, its escape codes are not
+    # the error is there, its escape codes are not
+    assert "clear screen" in res.log and "clear screen" in res.message
     for bad in ("\x1b", "\x07", "\x9b"):
         assert bad not in res.log and bad not in res.message
 

@@ -213,7 +213,10 @@ _LEXEME_RE = re.compile(
 
 def strip_comments(source: str) -> str:
     """``source`` with its comments blanked and its string and character literals kept."""
-    return _LEXEME_RE.sub(lambda m: " " + "\n" * m.group(0).count("\n") if m.group(0).startswith("/") else m.group(0), source)
+    return _LEXEME_RE.sub(
+        lambda m: " " + "\n" * m.group(0).count("\n") if m.group(0).startswith("/") else m.group(0), source
+    )
+
 
 _DIRECTIVE_RE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include_next|include|import|embed)\b(.*)$", re.MULTILINE)
 _HEADER_RE = re.compile(r'^\s*(?:"([^"\n]*)"|<([^>\n]*)>)')
