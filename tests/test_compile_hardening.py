@@ -8,7 +8,9 @@ a file even when the source check is evaded, no network, no environment) need ro
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -131,12 +133,14 @@ def test_the_compiler_cannot_see_files_outside_its_roots(secret: Path) -> None:
 
 
 @as_root
-def test_an_incbin_that_evades_the_scan_reads_nothing(secret: Path, tmp_path: Path) -> None:
-    # token pasting builds the directive after the scan; the assembler then finds no such file
-    world = tmp_path / "world.bin"  # readable by anyone: the uid alone would not stop it, the namespace does
+def test_an_incbin_that_evades_the_scan_reads_nothing() -> None:
+    # token pasting builds the directive after the scan; the assembler then finds no such file. The file is
+    # readable by anyone: the compile uid alone would not stop it, the private mount namespace does
+    folder = Path(tempfile.mkdtemp(prefix="ptxrag-test-world-"))
+    folder.chmod(0o755)
+    world = folder / "world.bin"
     world.write_text(SECRET)
     world.chmod(0o644)
-    tmp_path.chmod(0o755)
     evasive = (
         MINIMAL
         + "#define CAT(a, b) a##b\n#define STR(x) XSTR(x)\n#define XSTR(x) #x\n"
@@ -146,6 +150,7 @@ def test_an_incbin_that_evades_the_scan_reads_nothing(secret: Path, tmp_path: Pa
     res = compile_candidate(evasive, GENCODE, use_cache=False)
     assert res.status == "failed", res
     assert SECRET not in res.log + res.message
+    shutil.rmtree(folder)
 
 
 @as_root
