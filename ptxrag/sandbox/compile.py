@@ -304,10 +304,12 @@ def read_log(path: Path, max_bytes: int) -> str:
     return text + (f"\n... (compiler output cut at {max_bytes} bytes)" if more else "")
 
 
+#: what the tools print when an allocation fails (line starts, so a quoted source line does not count)
 _OOM_RE = re.compile(
-    r"out of memory|virtual memory exhausted|cannot allocate memory|std::bad_alloc|memory allocation fail"
-    r"|insufficient memory|Memory exhausted",
-    re.IGNORECASE,
+    r"^(?:[\w.+-]+: )?(?:fatal error: )?(?:out of memory|virtual memory exhausted|memory exhausted)"
+    r"|^LLVM ERROR: out of memory|^terminate called after throwing an instance of 'std::bad_alloc'"
+    r"|^.{0,80}(?:Memory allocation fail|Cannot allocate memory)",
+    re.IGNORECASE | re.MULTILINE,
 )
 
 
