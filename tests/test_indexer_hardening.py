@@ -253,3 +253,39 @@ def test_leftovers_of_a_killed_build_are_cleaned_by_the_next(mini_home: Path, tm
     assert not (fresh.index_dir / BUILD_MARKER).exists()
     segments = [p for p in fresh.chroma_dir.iterdir() if p.is_dir()]
     assert len(segments) <= len(before)
+
+
+def test_ask_has_no_warning_when_every_collection_is_there(tmp_path: Path):
+    from ptxrag.indexer.catalog import CollectionEntry, IndexManifest, collection_key
+
+    store = Store(tmp_path)
+    entries = {}
+    for source, version in (
+        ("ptx-isa", "9.1"),
+        ("contracts", "bundled"),
+        ("templates", "bundled"),
+        ("hardware", "bundled"),
+    ):
+        physical = f"{source}-{version}-0000"
+        store.write_records(store.lexical_dir(physical), [], [])
+        (store.lexical_dir(physical) / "sections.jsonl").write_text("{}\n")
+        entries[collection_key(source, version)] = CollectionEntry(
+            source=source,
+            version=version,
+            physical=physical,
+            content_sha256="x",
+            chunking={},
+            model={},
+            sections=3,
+            chunks=3,
+            built_at="now",
+        )
+    store.write_manifest(IndexManifest(model={}, collections=entries))
+    assert index_warnings(tmp_path) == []
+    empty = entries[collection_key("contracts", "bundled")].model_copy(update={"sections": 0, "chunks": 0})
+    store.write_manifest(
+        IndexManifest(model={}, collections={**entries, collection_key("contracts", "bundled"): empty})
+    )
+    assert index_warnings(tmp_path) == [
+        "contracts bundled is indexed but empty (0 sections): run `ptxrag index --force`"
+    ]

@@ -336,7 +336,7 @@ def index_warnings(
         files = store.lexical_dir(e.physical) / "sections.jsonl"
         if e.sections == 0 or e.chunks == 0:
             out.append(
-                f"{e.source} {e.version} is indexed but empty (0 sections): re-add it and run `ptxrag index`"
+                f"{e.source} {e.version} is indexed but empty (0 sections): run `ptxrag index --force`"
             )
         elif not files.is_file() or files.stat().st_size == 0:
             out.append(f"{e.source} {e.version}: its index files are missing; run `ptxrag index`")
