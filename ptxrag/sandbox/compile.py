@@ -392,8 +392,14 @@ def compile_candidate(
                     sweep_uid=False,  # a compile uid is this compile's alone; its session is killed anyway
                 )
             except (OSError, subprocess.SubprocessError) as e:
+                hint = (
+                    f" (as the compile uid {uid}, which must be able to read the CUDA toolkit; "
+                    "PTXRAG_COMPILE_ISOLATE=0 compiles without the uid and namespaces)"
+                    if uid is not None
+                    else ""
+                )
                 return CompileResult(
-                    status="error", message=f"could not start nvcc: {e}", wall_s=time.monotonic() - t0
+                    status="error", message=f"could not start nvcc: {e}{hint}", wall_s=time.monotonic() - t0
                 )
             out = read_log(log_path, lim.log_bytes)
             log = trim_log(out, str(work))
