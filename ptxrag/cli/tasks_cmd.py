@@ -98,9 +98,9 @@ def validate(
     ] = False,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
+    from ptxrag.bench.task_validation import record_reference_counts, validate_task
     from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
     from ptxrag.tasks import TaskError, list_tasks, load_task
-    from ptxrag.tasks.validate import record_reference_counts, validate_task
 
     try:
         tasks = list_tasks() if (all_ or not task_ids) else [load_task(t) for t in task_ids]
@@ -142,6 +142,9 @@ def validate(
                             "message": c.message,
                         }
                         for c in v.controls
+                    ],
+                    "alternatives": [
+                        {"file": a.file, "verdict": a.verdict, "message": a.message} for a in v.alternatives
                     ],
                 }
                 for v in results
@@ -207,6 +210,21 @@ def validate(
                 o.message[:200],
             )
     console.print(c)
+    if any(v.alternatives for v in results):
+        a = Table(title="honest alternatives (must pass)", header_style="bold")
+        for col in ("task", "solution", "verdict", "message"):
+            a.add_column(col, overflow="fold")
+        for v in results:
+            for h in v.alternatives:
+                a.add_row(
+                    v.task.id,
+                    h.file,
+                    {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(
+                        h.verdict, "[yellow]not verified[/]"
+                    ),
+                    h.message[:200],
+                )
+        console.print(a)
     if not all(v.ok for v in results):
         console.print("[bold red]validation FAILED[/]: a reference failed or a control passed")
         raise typer.Exit(1)

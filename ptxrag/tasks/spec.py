@@ -173,6 +173,14 @@ class ControlSpec(_Frozen):
     why: str
 
 
+class AlternativeSpec(_Frozen):
+    """A second honest solution, structured differently from the reference: it must pass every stage, so
+    that the checks are shown to credit honest work they were not written against."""
+
+    file: str
+    why: str
+
+
 class ReferenceSpec(_Frozen):
     file: str = "reference.py"
     function: str = "reference"
@@ -204,6 +212,7 @@ class TaskSpec(_Frozen):
     solution: str = "solution.cu"
     workspace_bytes: int = 0
     controls: list[ControlSpec] = Field(default_factory=list)
+    alternatives: list[AlternativeSpec] = Field(default_factory=list)
     root: Path | None = Field(default=None, description="the task folder; set by the loader")
 
     @field_validator("id")
