@@ -7,9 +7,11 @@ a file even when the source check is evaded, no network, no environment) need ro
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -250,3 +252,73 @@ def test_compile_log_of_a_flood_of_warnings_stays_small() -> None:
     res = compile_candidate(flood, GENCODE, use_cache=False, limits=CompileLimits(log_bytes=256 << 10))
     assert res.status == "failed"
     assert len(res.log) <= 4100 and len(res.message) <= 330
+
+
+NOBODY_SCRIPT = r"""
+import importlib.util, json, sys, tempfile
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("containment", sys.argv[1])
+c = importlib.util.module_from_spec(spec)
+sys.modules["containment"] = c
+spec.loader.exec_module(c)  # stdlib only: runs under the system Python, as nobody
+cfg = json.loads(sys.argv[2])
+assert c.user_namespaces_available(), "no unprivileged user namespaces here"
+for jail in (True, False):
+    work = Path(tempfile.mkdtemp())
+    (work / "candidate.cu").write_text(cfg["source"])
+    lim = c.Limits(isolate_network=jail, read_roots=tuple(cfg["roots"]) if jail else None)
+    rc, _ = c.run_contained(
+        [cfg["nvcc"], *cfg["flags"], "-o", str(work / "candidate.so"), str(work / "candidate.cu")],
+        cwd=work, env={"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work)}, limits=lim,
+        timeout_s=170, stdout_path=work / "log",
+    )
+    print("jail" if jail else "plain", rc, (work / "log").read_text()[-300:].replace("\n", " "))
+"""
+
+
+@as_root
+def test_without_root_the_compiler_is_jailed_in_a_user_namespace(tmp_path: Path) -> None:
+    # a non-root caller gets the same private root and empty network through a user namespace; run as nobody
+    # with the system Python (the project's interpreter may sit under /root), the nvcc command of the stage
+    from ptxrag.sandbox.compile import compile_flags, compile_read_roots
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or not Path("/usr/bin/python3").is_file():
+        pytest.skip("needs setpriv and /usr/bin/python3 to run as nobody")
+    tc = toolchain()
+    home = Path(tempfile.mkdtemp(prefix="ptxrag-nobody-"))
+    os.chown(home, 65534, 65534)
+    probe = f'#if __has_include("/etc/passwd") || __has_include("{Path.cwd()}/README.md")\n#error "visible"\n#endif\n'
+    cfg = {
+        "source": probe + MINIMAL,
+        "nvcc": str(tc.nvcc),
+        "flags": compile_flags(GENCODE, tc.extra_flags),
+        "roots": list(compile_read_roots(tc)),
+    }
+    containment = Path(__file__).resolve().parent.parent / "ptxrag" / "sandbox" / "containment.py"
+    (home / "nobody.py").write_text(NOBODY_SCRIPT)
+    done = subprocess.run(
+        [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-I",
+            str(home / "nobody.py"),
+            str(containment),
+            json.dumps(cfg),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home)},
+        cwd=home,
+    )
+    shutil.rmtree(home, ignore_errors=True)
+    if "no unprivileged user namespaces" in done.stderr:
+        pytest.skip("this kernel gives unprivileged users no user namespaces")
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(ln.split(" ", 1) for ln in done.stdout.splitlines())
+    assert lines["jail"].startswith("0 "), lines  # compiled: neither file was visible
+    assert not lines["plain"].startswith("0 ") and "visible" in lines["plain"], lines  # the control sees them

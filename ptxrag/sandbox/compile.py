@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ptxrag.base.paths import cache_dir
 
-from .containment import Limits, describe_exit, run_contained
+from .containment import Limits, describe_exit, run_contained, user_namespaces_available
 from .results import CompileResult
 from .toolchain import Toolchain, ToolchainError, toolchain
 
@@ -313,7 +313,11 @@ _OOM_RE = re.compile(
 )
 
 
-def _contained_limits(lim: CompileLimits, timeout_s: float, uid: int | None, tc: Toolchain) -> Limits:
+def _contained_limits(
+    lim: CompileLimits, timeout_s: float, uid: int | None, tc: Toolchain, *, jail: bool = True
+) -> Limits:
+    """The compile's containment limits; ``jail``: no network and the private root (as root with ``uid``,
+    else in a user namespace)."""
     return Limits(
         memory_bytes=lim.memory_bytes,
         max_procs=lim.max_procs,
@@ -321,9 +325,9 @@ def _contained_limits(lim: CompileLimits, timeout_s: float, uid: int | None, tc:
         file_bytes=lim.file_bytes,
         open_files=1024,
         uid=uid,
-        isolate_network=uid is not None,
+        isolate_network=jail,
         address_space_bytes=lim.memory_bytes,
-        read_roots=compile_read_roots(tc) if uid is not None else None,
+        read_roots=compile_read_roots(tc) if jail else None,
     )
 
 
@@ -369,8 +373,10 @@ def compile_candidate(
             toolchain=tc.nvcc_version,
             wall_s=time.monotonic() - t0,
         )
-    isolate = lim.isolate and os.geteuid() == 0 and os.environ.get("PTXRAG_COMPILE_ISOLATE", "1") != "0"
-    uid = _take_uid() if isolate else None
+    isolate = lim.isolate and os.environ.get("PTXRAG_COMPILE_ISOLATE", "1") != "0"
+    uid = _take_uid() if isolate and os.geteuid() == 0 else None
+    # without root, the same private root and empty network in a user namespace, where the kernel allows one
+    jail = isolate and (uid is not None or user_namespaces_available())
     try:
         with tempfile.TemporaryDirectory(prefix="ptxrag-compile-") as base:
             os.chmod(base, 0o711)  # the compile uid passes through to its own folder, reads nothing here
@@ -386,7 +392,7 @@ def compile_candidate(
                     cmd,
                     cwd=work,
                     env=compile_env(work),
-                    limits=_contained_limits(lim, timeout_s, uid, tc),
+                    limits=_contained_limits(lim, timeout_s, uid, tc, jail=jail),
                     timeout_s=timeout_s,
                     stdout_path=log_path,
                     sweep_uid=False,  # a compile uid is this compile's alone; its session is killed anyway

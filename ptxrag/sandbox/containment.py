@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import resource
 import signal
@@ -46,9 +47,11 @@ class Limits:
     #: RLIMIT_AS per process: a hard memory cap that makes allocations fail at once. Only for tools that do not
     #: reserve huge address ranges (compilers); never for CUDA processes (the driver reserves terabytes)
     address_space_bytes: int | None = None
-    #: give the child a private mount namespace (needs root) whose file system shows only these paths,
-    #: read-only, plus its own directory (read-write), an empty /tmp and /dev/null, zero, random, urandom;
-    #: everything else (the service's files, other jobs, /etc, /root, /home) does not exist there
+    #: give the child a private mount namespace whose file system shows only these paths, read-only, plus its
+    #: own directory (read-write), an empty /tmp and /dev/null, zero, random, urandom; everything else (the
+    #: service's files, other jobs, /etc, /root, /home) does not exist there. As root directly; otherwise
+    #: inside an unprivileged user namespace (same uid outside), with a network namespace when
+    #: ``isolate_network``, where the kernel allows one (``user_namespaces_available``)
     read_roots: tuple[str, ...] | None = None
 
     @staticmethod
@@ -149,6 +152,7 @@ def kill_tree(root_pid: int, seen: dict[int, int | None] | None = None) -> None:
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork
 
@@ -191,13 +195,27 @@ def _bind(src: str, newroot: str, *, writable: bool) -> None:
         open(dest, "a").close()  # noqa: SIM115 - a mount point for one file
     _mount(src, dest, None, MS_BIND | MS_REC)
     if not writable:
-        _mount(None, dest, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        # keep the source mount's noexec and atime flags: in a user namespace they are locked
+        kept = os.statvfs(src).f_flag & (os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)
+        relatime = (1 << 21) if os.statvfs(src).f_flag & os.ST_RELATIME else 0
+        _mount(None, dest, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept | relatime)
+
+
+def _enter_user_namespace(network: bool) -> None:
+    """In a non-root child: a user namespace mapping only its own uid and gid (it gains no access outside),
+    with a mount namespace, and a network namespace when ``network``."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if network else 0), "CLONE_NEWUSER")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
 def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str) -> None:
     """In the child: a private mount namespace whose root is a fresh tmpfs holding only ``roots`` (read-only)
-    and ``workdir`` (read-write), then chroot into it."""
-    _unshare(CLONE_NEWNS, "CLONE_NEWNS")
+    and ``workdir`` (read-write), then chroot into it. Without root, the caller entered a user namespace."""
+    if os.geteuid() == 0 and os.getuid() == 0:
+        _unshare(CLONE_NEWNS, "CLONE_NEWNS")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
     _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     for r in visible_roots(roots):
@@ -221,7 +239,10 @@ def _preexec(limits: Limits, workdir: str, newroot: str | None) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-    if limits.isolate_network:
+    jail = newroot is not None and limits.read_roots is not None
+    if jail and os.geteuid() != 0:
+        _enter_user_namespace(limits.isolate_network)
+    elif limits.isolate_network:
         _unshare_net()  # before dropping privileges: it needs CAP_SYS_ADMIN
     if newroot is not None and limits.read_roots is not None:
         _enter_private_root(newroot, limits.read_roots, workdir)
@@ -233,6 +254,30 @@ def _preexec(limits: Limits, workdir: str, newroot: str | None) -> None:
     elif os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the watchdog covers it
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
+
+
+@functools.cache
+def user_namespaces_available() -> bool:
+    """Whether this (non-root) process may give a child a user, mount and network namespace with a private
+    root: tried once, on ``/bin/true`` in an empty jail."""
+    if os.geteuid() == 0:
+        return False
+    root = tempfile.mkdtemp(prefix="ptxrag-root-probe-")
+    work = tempfile.mkdtemp(prefix="ptxrag-probe-")
+    limits = Limits(isolate_network=True, read_roots=("/usr", "/bin", "/lib", "/lib64"))
+
+    def probe() -> None:
+        _enter_user_namespace(True)
+        _enter_private_root(root, limits.read_roots or (), work)
+
+    try:
+        done = subprocess.run(["/bin/true"], cwd=work, preexec_fn=probe, timeout=30, check=False)  # noqa: PLW1509
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        os.rmdir(root)
+        os.rmdir(work)
 
 
 def prepare_workdir(workdir: Path, limits: Limits) -> None:
@@ -316,7 +361,7 @@ class Contained:
         #: mount point of the private root (an empty directory; the tmpfs on it exists only in the child)
         self._newroot = (
             tempfile.mkdtemp(prefix="ptxrag-root-")
-            if limits.read_roots is not None and os.geteuid() == 0
+            if limits.read_roots is not None and (os.geteuid() == 0 or user_namespaces_available())
             else None
         )
         workdir, newroot = str(Path(cwd).resolve()), self._newroot
