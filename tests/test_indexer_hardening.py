@@ -104,6 +104,8 @@ def test_a_subset_replaces_the_manual_only_with_replace(real_home: Path, tmp_pat
     assert list_added(real_home)[0].sections == 418
     prev = previous_record("9.1", home=real_home)
     assert prev is not None and prev.sections == 681
+    res = runner.invoke(app, ["corpus", "remove", "9.1"], env={"PTXRAG_HOME": str(real_home)})
+    assert res.exit_code == 0 and previous_record("9.1", home=real_home) is None  # removed means both copies
 
 
 def test_plausibility_errors_are_manual_input_errors(tmp_path: Path):

@@ -283,10 +283,12 @@ def load_added(version: str, *, source: str = MANUAL_SOURCE, home: Path | None =
 
 
 def remove_added(version: str, *, source: str = MANUAL_SOURCE, home: Path | None = None) -> None:
-    final = _manual_dir(Store(home), source, version)
+    store = Store(home)
+    final = _manual_dir(store, source, version)
     if not final.exists():
         raise ManualNotFoundError(f"{source} {version} is not added")
     shutil.rmtree(final)
+    shutil.rmtree(_previous_dir(store, source, version), ignore_errors=True)
 
 
 def manual_file(record: ManualRecord, home: Path | None = None) -> Path:
