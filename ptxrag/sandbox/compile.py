@@ -126,11 +126,11 @@ class CompileLimits:
 
     memory_bytes: int = 4 << 30  #: per compiler process (RLIMIT_AS) and for all of them together (sampled)
     max_procs: int = 32  #: processes of one compile (nvcc runs its steps one or two at a time)
-    file_bytes: int = (
-        1 << 30
-    )  #: largest file the compiler may write (the library, nvcc's temp files, the log)
+    #: largest file the compiler may write (the library, nvcc's temp files, the log)
+    file_bytes: int = 1 << 30
     log_bytes: int = 1 << 20  #: compiler output read back; the rest is dropped before trimming
-    isolate: bool = True  #: as root: own uid, no network, private mount namespace (see module docstring)
+    #: no network and a private mount namespace; as root also its own uid; without root in a user namespace
+    isolate: bool = True
 
 
 #: uids of contained compiles (root only); one per concurrent compile of this process, none shared with the
@@ -183,18 +183,27 @@ def compile_read_roots(tc: Toolchain) -> tuple[str, ...]:
     loader's cache), the CUDA toolkit, the ABI and template headers, and ``PTXRAG_COMPILE_EXTRA_ROOTS``
     (``:``-separated, for a host compiler outside /usr). Its own directory is added by the mechanism."""
     roots = [*_SYSTEM_ROOTS, *(str(p) for p in _toolkit_roots(tc)), *(str(d) for d in _include_dirs())]
+    roots += [str(Path(d).parent) for d in _host_compiler_dirs()]
+    roots += [r for r in os.environ.get("PTXRAG_COMPILE_EXTRA_ROOTS", "").split(os.pathsep) if r]
+    return tuple(roots)
+
+
+def _host_compiler_dirs() -> list[str]:
+    """Folders of a gcc/g++ on the caller's PATH that live outside /usr (a conda or module toolchain)."""
+    dirs: list[str] = []
     for name in ("gcc", "g++"):
         found = shutil.which(name)
         if found and not found.startswith("/usr/"):
-            roots.append(str(Path(found).resolve().parent.parent))
-    roots += [r for r in os.environ.get("PTXRAG_COMPILE_EXTRA_ROOTS", "").split(os.pathsep) if r]
-    return tuple(roots)
+            d = str(Path(found).resolve().parent)
+            if d not in dirs:
+                dirs.append(d)
+    return dirs
 
 
 def compile_env(workdir: Path) -> dict[str, str]:
     """The compiler's whole environment: no tokens, keys, proxies, LD_PRELOAD or compiler overrides."""
     return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": ":".join([*_host_compiler_dirs(), "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(workdir),
         "TMPDIR": str(workdir),
         "LANG": "C",
