@@ -47,6 +47,7 @@ _.ndim
 _.scheduler
 
 # test-only hooks called by frameworks: http.server handlers, fpdf page footer
+_.do_GET
 _.do_POST
 _.log_message
 _.footer
