@@ -2,7 +2,8 @@
 
 Run on the H200 from the repository root: source scripts/gpu-env.sh; python3 docs/validation/integrity-smoke.py OUT
 (mutation disabled with --no-mutation; --refs: references only; --no-refs: controls and honest alternatives
-only; --log NAME: write OUT/NAME instead). Writes OUT/integrity-smoke.jsonl line by line.
+only; --adversarial: only the controls of the integrity classes, whose why starts "class N"; --log NAME:
+write OUT/NAME instead). Writes OUT/integrity-smoke.jsonl line by line.
 """
 
 import json
@@ -25,7 +26,11 @@ with open(f"{out}/{log_name}", "a") as log:
             continue
         items = (
             [("reference", task.solution, None)]
-            + [(c.file, c.file, c.must_fail_at) for c in task.controls]
+            + [
+                (c.file, c.file, c.must_fail_at)
+                for c in task.controls
+                if "--adversarial" not in sys.argv or c.why.startswith("class ")
+            ]
             + [(a.file, a.file, None) for a in task.alternatives]
         )
         if "--refs" in sys.argv:
