@@ -35,7 +35,7 @@ def test_reference_and_controls_static(task_id: str) -> None:
     for c in v.controls:
         rep = c.report
         assert rep is not None
-        if c.must_fail_at in GPU_STAGES:
+        if set(c.must_fail_at.split(" or ")) & set(GPU_STAGES):
             assert rep.compile.status == "passed", (
                 f"{c.file}: does not compile: {rep.compile.message}\n{rep.compile.log}"
             )
@@ -47,7 +47,7 @@ def test_reference_and_controls_static(task_id: str) -> None:
             assert c.verdict == "ok", (
                 f"{c.file}: must fail at {c.must_fail_at}, got {c.failed_at}: {c.message}"
             )
-            assert c.failed_at == c.must_fail_at
+            assert c.failed_at in c.must_fail_at.split(" or ")
     assert v.ok
 
 

@@ -100,21 +100,21 @@ def validate_task(
     ref = sandbox.evaluate(task, task.solution_source())
     out = TaskValidation(task, ref, _reference_verdict(ref))
     for c in task.controls:
-        say(f"{task.id}: control {c.file} (must fail at {c.must_fail_at})")
+        say(f"{task.id}: control {c.file} (must fail at {c.stages_label})")
         rep = sandbox.evaluate(task, task.path(c.file).read_text())
         first = rep.first_failure
         failed_at = first.stage if first is not None else None
-        if failed_at == c.must_fail_at:
+        if failed_at in c.stages:
             verdict: Verdict = "ok"
             msg = first.message if first else ""
-        elif failed_at is None and c.must_fail_at in GPU_STAGES and rep.correctness.status == "skipped":
+        elif failed_at is None and set(c.stages) & set(GPU_STAGES) and rep.correctness.status == "skipped":
             verdict, msg = "not verified", rep.correctness.message
         elif failed_at is None:
             verdict, msg = "FAILED", "the control PASSED every stage that ran: the checker was fooled"
         else:
             verdict = "FAILED"
-            msg = f"failed at {failed_at} instead of {c.must_fail_at}: {first.message if first else ''}"
-        out.controls.append(ControlOutcome(c.file, c.must_fail_at, failed_at, verdict, msg, rep))
+            msg = f"failed at {failed_at} instead of {c.stages_label}: {first.message if first else ''}"
+        out.controls.append(ControlOutcome(c.file, c.stages_label, failed_at, verdict, msg, rep))
     for a in task.alternatives:
         say(f"{task.id}: honest alternative {a.file} (must pass)")
         rep = sandbox.evaluate(task, task.path(a.file).read_text())

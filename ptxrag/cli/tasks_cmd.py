@@ -87,7 +87,7 @@ def show(task_id: str, json_out: Annotated[bool, typer.Option("--json")] = False
         f"check shapes: {task.shapes.check} (awkward: {task.shapes.awkward}); timing: {task.shapes.timing}"
     )
     for c in task.controls:
-        console.print(f"control {c.file}: must fail at {c.must_fail_at} -- {c.why}")
+        console.print(f"control {c.file}: must fail at {c.stages_label} -- {c.why}")
 
 
 @tasks_app.command("validate")

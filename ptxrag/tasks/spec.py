@@ -294,8 +294,18 @@ class ControlSpec(_Frozen):
     """A negative control: a kernel that must fail, at the declared stage."""
 
     file: str
-    must_fail_at: Stage
+    #: the stage, or the stages, one of which must stop it (a list where the stage depends on a random
+    #: choice of the evaluator, e.g. which call is profiled)
+    must_fail_at: Stage | list[Stage]
     why: str
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return tuple(self.must_fail_at) if isinstance(self.must_fail_at, list) else (self.must_fail_at,)
+
+    @property
+    def stages_label(self) -> str:
+        return " or ".join(self.stages)
 
 
 class AlternativeSpec(_Frozen):
