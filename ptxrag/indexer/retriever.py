@@ -227,10 +227,12 @@ class Retriever:
         version: str | None = None,
         sources: list[str] | None = None,
         exclude_sections: Collection[str] = (),
+        weights: FusionWeights | None = None,
     ) -> list[Hit]:
         """The ``k`` best sections for ``query``. ``version`` picks the manual (newest by default);
         ``sources`` limits to some of "ptx-isa", "contracts", "templates", "hardware" (all by default);
-        ``exclude_sections`` drops sections (or knowledge document ids) already seen."""
+        ``exclude_sections`` drops sections (or knowledge document ids) already seen; ``weights``
+        replaces the retriever's fusion weights for this search (ablations)."""
         if not query or not query.strip():
             raise IndexerError("empty query")
         if k < 1:
@@ -249,7 +251,7 @@ class Retriever:
                     defines[(key, number)] = names
         vocab = {n for names in defines.values() for n in names}
         bonus = match_sections(names_in_query(query, vocab), defines)
-        ranked = fuse(candidates, bonus, self.weights)
+        ranked = fuse(candidates, bonus, weights or self.weights)
         hits = []
         for cand, score in ranked[:k]:
             loaded = self._loaded[cand.key[0]]
