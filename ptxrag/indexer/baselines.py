@@ -3,9 +3,11 @@
 - ``bm25-chunks``: the strong baseline of the retrieval literature: plain BM25 (bm25s, English stopwords,
   no PTX-aware tokenizer) over fixed-size windows of 120 words (stride 60) of every section's title and
   text; a section scores its best window.
-- ``bm25``, ``dense``, ``fusion``, ``default``: the real retriever with some signals switched off through
-  its fusion weights (``ABLATIONS``): BM25 over sections alone; dense (best chunk) alone; the three
-  signals fused without the instruction-name bonus and stub demotion; everything on."""
+- ``bm25``, ``dense``, ``fusion``, ``default``: the real retriever with some parts switched off through
+  its fusion weights (``ABLATIONS``): BM25 over whole sections alone; dense (best chunk) alone; the four
+  signals (section BM25, title BM25, summary BM25, dense) in plain equal-weight reciprocal-rank fusion
+  without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
+  everything on (the defaults of ``FusionWeights``)."""
 
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ WINDOW_WORDS = 120
 STRIDE_WORDS = 60
 
 #: ablations of the real retriever, as fusion weights
+_PLAIN = dict(instruction=0.0, stub_factor=1.0, glossary=False, asks_instruction_factor=1.0, pack_share=1.0)
 ABLATIONS: dict[str, FusionWeights] = {
-    "bm25": FusionWeights(lexical=1, title=0, dense=0, instruction=0, stub_factor=1),
-    "dense": FusionWeights(lexical=0, title=0, dense=1, instruction=0, stub_factor=1),
-    "fusion": FusionWeights(instruction=0, stub_factor=1),
+    "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
+    "dense": FusionWeights(lexical=0, title=0, dense=1, summary=0, **_PLAIN),  # type: ignore[arg-type]
+    "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first
