@@ -81,3 +81,8 @@ def test_pack_quota_keeps_manual_sections_in_the_top_k() -> None:
     assert [c.key[1] for c, _ in _quota(ranked, 5, 5)] == ["c1", "c2", "t1", "9.7.1", "9.7.2"]
     # fewer manual sections than slots: the pack fills the rest, best first
     assert [c.key[1] for c, _ in _quota(ranked[:4], 4, 1)] == ["c1", "9.7.1", "c2", "t1"]
+
+
+def test_the_instruction_descriptor_is_a_concept_not_a_request_for_an_instruction() -> None:
+    assert not asks_instruction("instruction descriptor fields for the tcgen05 matrix multiply")
+    assert asks_instruction("error   : Arguments mismatch for instruction 'fns'")

@@ -29,6 +29,8 @@ class Candidate:
     """a section whose own text only introduces its subsections"""
     defines: bool = False
     """the section is the reference of one or more instructions"""
+    history: bool = False
+    """the section is a release note ("Changes in PTX ISA Version 8.0")"""
 
 
 class FusionWeights(BaseModel):
@@ -43,6 +45,12 @@ class FusionWeights(BaseModel):
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"
+    )
+    history_factor: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="fused-score factor of sections other than release notes when the query asks about versions",
     )
     pack_share: float = Field(
         0.4,
@@ -70,6 +78,7 @@ def fuse(
     w: FusionWeights,
     *,
     asks_instruction: bool = False,
+    asks_history: bool = False,
 ) -> list[tuple[Candidate, float]]:
     """Candidates best first with their final scores. The fused part is scaled into [0, 1)."""
     total_w = (w.lexical + w.title + w.dense + w.summary) or 1.0
@@ -88,6 +97,8 @@ def fuse(
             fused *= w.stub_factor
         if asks_instruction and not c.defines:
             fused *= w.asks_instruction_factor
+        if asks_history and not c.history:
+            fused *= w.history_factor
         out.append((c, 0.999 * fused + w.instruction * bonus.get(c.key, 0.0)))
     out.sort(key=lambda t: -t[1])
     return out

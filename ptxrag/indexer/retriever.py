@@ -44,7 +44,23 @@ EXACT_SCAN_MAX = 512
 #: query embeddings remembered per retriever
 QUERY_CACHE = 512
 #: a query asking for an instruction ("which instruction ...", "... instruction that ...")
-_ASKS_INSTRUCTION = re.compile(r"\b(?:instruction|opcode|mnemonic)s?\b(?!\s+(?:type|set|description))", re.I)
+_ASKS_INSTRUCTION = re.compile(
+    r"\b(?:instruction|opcode|mnemonic)s?\b(?!\s+(?:types?|sets?|descriptions?|descriptors?|operands?)\b)",
+    re.I,
+)
+
+
+_ASKS_HISTORY = re.compile(
+    r"\b(?:which|what|since|when)\b.*\b(?:versions?|releases?)\b|\bversion (?:that|which) (?:added|introduced)"
+    r"|\b(?:introduced|first (?:supported|appeared?)|new in|changes? in)\b",
+    re.I,
+)
+_RELEASE_NOTE = re.compile(r"^Changes in PTX ISA Version", re.I)
+
+
+def asks_history(query: str) -> bool:
+    """True when the query asks which ISA version added or changed something."""
+    return bool(_ASKS_HISTORY.search(query))
 
 
 def asks_instruction(query: str) -> bool:
@@ -90,6 +106,25 @@ def _quota(ranked: list[tuple[Candidate, float]], k: int, pack_slots: int) -> li
         pack += is_pack
         top.append((cand, score))
     return (top + over)[:k]
+
+
+def _name_bonus(
+    qnames: list[Any], defines: dict[tuple[str, str], tuple[str, ...]]
+) -> dict[tuple[str, str], float]:
+    """The instruction-name bonus, matched within the manual and within the knowledge pack separately;
+    beside the manual a pack document's bonus is capped at the manual's best (a contract tagged with the
+    exact spelling ``setmaxnreg.inc.sync.aligned.u32`` must not outrank the manual section that defines
+    ``setmaxnreg``, nor take the bonus alone)."""
+    manual = {k: v for k, v in defines.items() if k[0].startswith(MANUAL_SOURCE + "@")}
+    pack = {k: v for k, v in defines.items() if k not in manual}
+    bonus = match_sections(qnames, manual) if manual else {}
+    if pack:
+        extra = match_sections(qnames, pack)
+        if manual:
+            cap = max(bonus.values(), default=0.0)
+            extra = {k: min(v, cap) for k, v in extra.items()}
+        bonus.update(extra)
+    return bonus
 
 
 class Retriever:
@@ -284,8 +319,14 @@ class Retriever:
                 if names and number not in excluded:
                     defines[(key, number)] = names
         vocab = {n for names in defines.values() for n in names}
-        bonus = match_sections(names_in_query(query, vocab), defines)
-        ranked = fuse(candidates, bonus, weights or self.weights, asks_instruction=asks_instruction(query))
+        bonus = _name_bonus(names_in_query(query, vocab), defines)
+        ranked = fuse(
+            candidates,
+            bonus,
+            weights or self.weights,
+            asks_instruction=asks_instruction(query),
+            asks_history=asks_history(query),
+        )
         hits = []
         for cand, score in _quota(ranked, k, self._pack_slots(keys, k, weights or self.weights)):
             loaded = self._loaded[cand.key[0]]
@@ -309,7 +350,10 @@ class Retriever:
             if c is None:
                 sec = loaded.sections[row]
                 c = out[row] = Candidate(
-                    key=(key, sec.number), stub=row in loaded.stubs, defines=bool(sec.defines)
+                    key=(key, sec.number),
+                    stub=row in loaded.stubs,
+                    defines=bool(sec.defines),
+                    history=bool(_RELEASE_NOTE.match(sec.title)),
                 )
             return c
 
