@@ -24,7 +24,14 @@ WINDOW_WORDS = 120
 STRIDE_WORDS = 60
 
 #: ablations of the real retriever, as fusion weights
-_PLAIN = dict(instruction=0.0, stub_factor=1.0, glossary=False, asks_instruction_factor=1.0, pack_share=1.0)
+_PLAIN = dict(
+    instruction=0.0,
+    stub_factor=1.0,
+    glossary=False,
+    asks_instruction_factor=1.0,
+    history_factor=1.0,
+    pack_share=1.0,
+)
 ABLATIONS: dict[str, FusionWeights] = {
     "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
     "dense": FusionWeights(lexical=0, title=0, dense=1, summary=0, **_PLAIN),  # type: ignore[arg-type]
