@@ -154,3 +154,41 @@ def test_chunk_bm25_baseline_and_ablations_search_the_real_index(mini_retriever:
     assert all(h.score > 0 for h in searcher("dense", mini_retriever).search(query, 3))
     with pytest.raises(IndexerError, match="unknown ablation"):
         searcher("nope", mini_retriever)
+
+
+def test_cli_eval_retrieval_takes_the_packaged_set_a_split_and_ablations(
+    mini_retriever: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ptxrag.cli import app
+
+    monkeypatch.setenv("PTXRAG_HOME", str(mini_retriever.store.home))
+    runner = CliRunner()
+    res = runner.invoke(
+        app,
+        [
+            "eval-retrieval",
+            "--set",
+            "9.1",
+            "--split",
+            "dev",
+            "--ablation",
+            "bm25-chunks",
+            "--ablation",
+            "default",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    dev = len(select(load_queries(packaged_set("9.1")), "dev"))
+    assert [(r["label"], r["split"], r["queries"]) for r in out] == [
+        ("bm25-chunks", "dev", dev),
+        ("default", "dev", dev),
+    ]
+    assert out[0]["contract_recall_at_5"] is None and out[1]["contract_queries"] > 0
+    bad = runner.invoke(app, ["eval-retrieval", "--set", "9.1", "--split", "train"])
+    assert bad.exit_code != 0 and "--split must be dev, test or all" in bad.output
+    bad = runner.invoke(app, ["eval-retrieval", "--set", "9.1", "--ablation", "bm26"])
+    assert bad.exit_code != 0 and "unknown ablation" in bad.output
