@@ -86,3 +86,12 @@ def test_pack_quota_keeps_manual_sections_in_the_top_k() -> None:
 def test_the_instruction_descriptor_is_a_concept_not_a_request_for_an_instruction() -> None:
     assert not asks_instruction("instruction descriptor fields for the tcgen05 matrix multiply")
     assert asks_instruction("error   : Arguments mismatch for instruction 'fns'")
+
+
+def test_dense_query_drops_the_question_around_what_an_instruction_does() -> None:
+    from ptxrag.indexer.retriever import dense_query
+
+    assert dense_query("which instruction frees tensor memory columns?") == "frees tensor memory columns"
+    assert dense_query("Which PTX instruction does a dot product of pairs?") == "a dot product of pairs"
+    assert dense_query("mbarrier.try_wait.parity") == "mbarrier.try_wait.parity"
+    assert dense_query("which instruction?") == "which instruction"  # nothing after the question words

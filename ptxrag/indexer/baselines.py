@@ -31,6 +31,7 @@ _PLAIN = dict(
     asks_instruction_factor=1.0,
     history_factor=1.0,
     pack_share=1.0,
+    dense_rewrite=False,
 )
 ABLATIONS: dict[str, FusionWeights] = {
     "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]

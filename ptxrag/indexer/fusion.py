@@ -42,6 +42,7 @@ class FusionWeights(BaseModel):
     summary: float = Field(1.0, ge=0, description="BM25 over title + summary (what the section is about)")
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
+    dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"

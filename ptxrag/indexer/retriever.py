@@ -58,6 +58,20 @@ _ASKS_HISTORY = re.compile(
 _RELEASE_NOTE = re.compile(r"^Changes in PTX ISA Version", re.I)
 
 
+_QUESTION = re.compile(
+    r"^\s*(?:which|what)\s+(?:ptx\s+)?(?:instructions?|opcodes?|mnemonics?)\s+"
+    r"(?:(?:does|do|is|are|can|will|should)\s+)?",
+    re.I,
+)
+
+
+def dense_query(query: str) -> str:
+    """The text embedded for the dense signal: "which instruction frees tensor memory columns?" ->
+    "frees tensor memory columns" (the sections describe, they do not ask)."""
+    out = _QUESTION.sub("", query).rstrip(" ?")
+    return out or query
+
+
 def asks_history(query: str) -> bool:
     """True when the query asks which ISA version added or changed something."""
     return bool(_ASKS_HISTORY.search(query))
@@ -307,7 +321,8 @@ class Retriever:
         if k < 1:
             raise IndexerError(f"k must be at least 1, got {k}")
         keys = self._keys(version, sources)
-        qvec = self._query_vector(query)
+        w = weights or self.weights
+        qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query)
         tokens = query_tokens(query) if (weights or self.weights).glossary else tokenize(query)
         excluded = set(exclude_sections)
         candidates: list[Candidate] = []
