@@ -323,7 +323,7 @@ class Retriever:
         keys = self._keys(version, sources)
         w = weights or self.weights
         qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query)
-        tokens = query_tokens(query) if (weights or self.weights).glossary else tokenize(query)
+        tokens = query_tokens(query) if w.glossary else tokenize(query)
         excluded = set(exclude_sections)
         candidates: list[Candidate] = []
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -338,12 +338,12 @@ class Retriever:
         ranked = fuse(
             candidates,
             bonus,
-            weights or self.weights,
+            w,
             asks_instruction=asks_instruction(query),
             asks_history=asks_history(query),
         )
         hits = []
-        for cand, score in _quota(ranked, k, self._pack_slots(keys, k, weights or self.weights)):
+        for cand, score in _quota(ranked, k, self._pack_slots(keys, k, w)):
             loaded = self._loaded[cand.key[0]]
             hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
         return hits
