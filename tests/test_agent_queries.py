@@ -83,3 +83,15 @@ def test_retrieval_never_repeats_a_section_and_stays_within_budget():
     )
     again = retrieve_context(repeat, TASK, round_queries(TASK, None, 6), r, first.sections)
     assert keys1 & {s.key for s in again.sections}
+
+
+def test_compiler_messages_that_abbreviate_the_instruction_still_find_it_in_the_code():
+    from ptxrag.agent_graph.queries import _instruction_for
+
+    # ptxas names the base and the offending modifier, or only the token it could not parse
+    assert _instruction_for("redux.f32", ["redux.sync.min.f32"], []) == "redux.sync.min.f32"
+    assert _instruction_for("x64b", ["tcgen05.ld.sync.aligned.32x64b.x1.b32"], []) == (
+        "tcgen05.ld.sync.aligned.32x64b.x1.b32"
+    )
+    assert _instruction_for("redux.f64", ["redux.sync.min.f32"], []) is None
+    assert _instruction_for("foo", ["bar.baz"], []) is None

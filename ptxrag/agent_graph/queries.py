@@ -62,6 +62,16 @@ def _instruction_for(name: str, used: list[str], required: list[str]) -> str | N
     for ins in [*used, *required]:
         if ins == name or ins.startswith(name + "."):
             return ins
+    # "redux.f32" (ptxas names the base and the offending modifier) -> "redux.sync.min.f32"
+    head, _, rest = name.partition(".")
+    mods = set(rest.split(".")) if rest else set()
+    for ins in [*used, *required]:
+        parts = ins.split(".")
+        if mods and parts[0] == head and mods <= set(parts[1:]):
+            return ins
+    # "Parsing error near 'x64b'": the instruction in the code that holds the token
+    if "." not in name and len(name) >= 3:
+        return next((ins for ins in used if name in ins), None)
     return None
 
 

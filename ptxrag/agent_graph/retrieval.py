@@ -1,5 +1,11 @@
 """The retrieve step: run the round's queries against the manual matching the task's arch, drop what was
-shown before, and fill the round's token budget with the best new sections."""
+shown before, and fill the round's token budget with the best new sections that are relevant.
+
+Relevance is relative to each query's best section (the retriever's scores are fused ranks, comparable
+within one query, not across): a section scoring under ``RELEVANCE_RATIO`` of the best is not shown. From
+round 2 on the best may already have been shown; then new sections must still reach that share of the
+best's score, so a round whose answer was shown before does not fill its budget with unrelated
+sections. What is left unused, and why, is said in the block's notes (the transcript)."""
 
 from __future__ import annotations
 
@@ -13,6 +19,9 @@ from .conditions import Condition
 from .knowledge import MIN_USEFUL_TOKENS, render_item
 from .state import ContextBlock, RetrievalQuery, ShownSection
 from .tokens import count_tokens, fit
+
+#: a section is shown only if it scores at least this share of its query's best section
+RELEVANCE_RATIO = 0.5
 
 
 class RetrievalUnavailable(KnowledgeFailure, RuntimeError):
@@ -56,6 +65,11 @@ def _hit_title(hit: Any) -> str:
     return crumb or f"{hit.section_number} {hit.title}".strip()
 
 
+def _score(hit: Any) -> float | None:
+    score = getattr(hit, "score", None)
+    return float(score) if isinstance(score, int | float) else None
+
+
 def _key(source: str, version: str, number: str) -> tuple[str, str, str]:
     # pack documents (contracts, templates, hardware) are not versioned with the manual
     return (source, version if source == "ptx-isa" else "", number)
@@ -81,8 +95,15 @@ def retrieve_context(
     # guards against a number shared by two sources
     exclude = () if settings.repeat_sections else tuple(dict.fromkeys(s.section_number for s in shown))
     ranked: list[list[Any]] = []
+    below: list[str] = []
     for q in queries:
         try:
+            # the best section overall, shown before or not: the yardstick of relevance for this query
+            best = (
+                retriever.search(q.text, k=1, version=version, sources=list(settings.sources))
+                if exclude
+                else []
+            )
             hits = retriever.search(
                 q.text,
                 k=settings.k_per_query,
@@ -92,7 +113,23 @@ def retrieve_context(
             )
         except Exception as e:  # noqa: BLE001 - a broken index is a harness failure
             raise RetrievalUnavailable(f"retrieval failed for query {q.text!r}: {e}") from e
-        ranked.append(list(hits))
+        hits = list(hits)
+        top = _score(best[0]) if best else None
+        if hits and (top is None or (_score(hits[0]) or 0) > top):
+            top = _score(hits[0])
+        if top is not None and top > 0:
+            kept = [h for h in hits if (_score(h) or 0) >= RELEVANCE_RATIO * top]
+            if len(kept) < len(hits):
+                shown_best = (
+                    bool(best) and _key(best[0].source, best[0].version, best[0].section_number) in seen
+                )
+                why = f"its best section ({best[0].section_number}) was shown before; " if shown_best else ""
+                below.append(
+                    f"query {q.text[:80]!r}: {why}{len(hits) - len(kept)} section(s) scored under "
+                    f"{RELEVANCE_RATIO:.0%} of the best and were not shown"
+                )
+            hits = kept
+        ranked.append(hits)
     left = budget
     parts: list[str] = []
     sections: list[ShownSection] = []
@@ -127,10 +164,13 @@ def retrieve_context(
                     score=getattr(hit, "score", None),
                 )
             )
+    notes.extend(below)
     if not queries:
         notes.append("no queries this round (nothing in the last verdict for the manual to answer)")
     elif not sections:
-        notes.append("retrieval found nothing new for this round's queries")
+        notes.append("retrieval found nothing new and relevant for this round's queries")
+    if below and left >= MIN_USEFUL_TOKENS:
+        notes.append(f"{left} of {budget} retrieval tokens left unused: nothing else was relevant enough")
     text = "\n".join(parts)
     return ContextBlock(
         kind="retrieved",

@@ -16,6 +16,17 @@ from .common import console, err_console, fail
 corpus_app = typer.Typer(help="Manuals per GPU generation: add, list, diff, remove.", no_args_is_help=True)
 
 
+def _one_torch_thread() -> None:
+    """Queries embed one short text at a time: one torch thread is faster than two fighting over a busy
+    small machine (measured: 13 ms against 149 ms per query on 2 cores under a load average of 7)."""
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover - torch comes with sentence-transformers
+        pass
+
+
 def _limit_threads() -> None:
     """One BLAS thread (numpy's and torch's pools fight on small machines and double query time), and no
     model-loading progress bars of their own (ours is rich)."""
@@ -314,6 +325,7 @@ def ask_cmd(
     from ptxrag.indexer.library import index_warnings
 
     _limit_threads()
+    _one_torch_thread()
     try:
         retriever = Retriever()
         if arch is not None:
@@ -342,32 +354,101 @@ def ask_cmd(
 
 
 def eval_cmd(
-    file: Annotated[Path, typer.Argument(help='JSON lines: {"query": ..., "expect": ["9.7.13.15.16"]}')],
+    file: Annotated[
+        Path | None,
+        typer.Argument(help='JSON lines: {"query": ..., "expect": ["9.7.13.15.16"]}; default: --set'),
+    ] = None,
     version: Annotated[str | None, typer.Option("--version", help="manual version (default: newest)")] = None,
+    eval_set: Annotated[
+        str | None,
+        typer.Option("--set", help="the packaged evaluation set of this manual version (9.1, 9.0)"),
+    ] = None,
+    split: Annotated[str, typer.Option("--split", help="dev (tune on it), test (report it) or all")] = "all",
+    ablation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ablation",
+            help="bm25-chunks, bm25, dense, fusion, default (repeatable; 'all' for every one)",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Recall@1/5/10, MRR@10, nDCG@10 of a query file (a subsection of an expected section counts)."""
+    """Recall@1/5/10, MRR@10, nDCG@10 of a query file (a subsection of an expected section counts), per
+    category, with contract-rule recall where queries expect a contract; optionally for ablations."""
     from ptxrag.indexer import Retriever, evaluate, load_queries
+    from ptxrag.indexer.baselines import ABLATION_NAMES, searcher
+    from ptxrag.indexer.evaluation import packaged_set, select
 
+    if split not in ("dev", "test", "all"):
+        fail(f"--split must be dev, test or all, not {split!r}")
+    names = list(ablation or [])
+    if "all" in names:
+        names = list(ABLATION_NAMES)
+    unknown = [n for n in names if n not in ABLATION_NAMES]
+    if unknown:
+        fail(f"unknown ablation(s) {unknown}; choose from {', '.join(ABLATION_NAMES)} or all")
     _limit_threads()
+    _one_torch_thread()
+    results = []
     try:
-        queries = load_queries(file)
+        if file is None:
+            if eval_set is None:
+                fail("give a query FILE or --set VERSION (a packaged set: 9.1, 9.0)")
+            file = packaged_set(eval_set)
+            version = version or eval_set
+        queries = select(load_queries(file), split)  # type: ignore[arg-type]
         retriever = Retriever()
         retriever.search("warm-up", 1, version=version, sources=["ptx-isa"])
-        result = evaluate(retriever, queries, file=str(file), version=version)
+        for name in names or [""]:
+            retriever.clear_query_cache()  # every ablation embeds its queries afresh (fair latency)
+            s = retriever if not name else searcher(name, retriever, version)
+            results.append(
+                evaluate(
+                    s,
+                    queries,
+                    file=str(file),
+                    version=version,
+                    split=split,
+                    label=name or "retriever",
+                    contracts=name != "bm25-chunks",
+                )
+            )
     except _errors() as e:
         fail(str(e))
     if json_out:
-        print(result.model_dump_json(indent=2))
+        payload = [r.model_dump(mode="json") for r in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
         return
+    for result in results:
+        _print_eval(result, file, show_misses=len(results) == 1)
+
+
+def _print_eval(result: Any, file: Path, *, show_misses: bool) -> None:
+    contract = ""
+    if result.contract_recall_at_5 is not None:
+        contract = (
+            f"  contract recall@5 {result.contract_recall_at_5:.3f} "
+            f"(manual recall@5 beside contracts {result.contract_manual_recall_at_5:.3f}, "
+            f"{result.contract_queries} queries)"
+        )
     console.print(
-        f"{result.queries} queries from {file}: recall@1 {result.recall_at_1:.3f}  recall@5 "
-        f"{result.recall_at_5:.3f}  recall@10 {result.recall_at_10:.3f}  MRR@10 {result.mrr_at_10:.3f}  "
-        f"nDCG@10 {result.ndcg_at_10:.3f}  exact-number recall@1 {result.exact_recall_at_1:.3f}  "
-        f"(p50 {result.median_query_ms:.1f} / p95 {result.p95_query_ms:.1f} ms/query)"
+        f"[bold]{result.label}[/] {result.queries} queries ({result.split}) from {file}: recall@1 "
+        f"{result.recall_at_1:.3f}  recall@5 {result.recall_at_5:.3f}  recall@10 {result.recall_at_10:.3f}  "
+        f"MRR@10 {result.mrr_at_10:.3f}  nDCG@10 {result.ndcg_at_10:.3f}  exact-number recall@1 "
+        f"{result.exact_recall_at_1:.3f}  (p50 {result.median_query_ms:.1f} / p95 {result.p95_query_ms:.1f} "
+        f"ms/query wall, CPU p50 {result.median_cpu_ms:.1f} / p95 {result.p95_cpu_ms:.1f} ms){contract}"
     )
+    if len(result.by_category) > 1:
+        t = Table(title=f"{result.label} by category", header_style="bold")
+        for col in ("category", "queries", "recall@1", "recall@5", "MRR@10"):
+            t.add_column(col)
+        for cat, c in result.by_category.items():
+            t.add_row(
+                cat, str(c.queries), f"{c.recall_at_1:.3f}", f"{c.recall_at_5:.3f}", f"{c.mrr_at_10:.3f}"
+            )
+        console.print(t)
     misses = result.misses
-    if misses:
+    if show_misses and misses:
         t = Table(title="not ranked first", header_style="bold")
         for col in ("rank", "expected", "query", "got (top 5)"):
             t.add_column(col, overflow="fold")

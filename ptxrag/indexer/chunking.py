@@ -26,6 +26,10 @@ class ChunkingParams(BaseModel):
         200, ge=0, description="a trailing piece shorter than this joins the previous chunk"
     )
     breadcrumb_levels: int = Field(3, ge=1, description="ancestors named in each chunk's header line")
+    summary_chunk: bool = Field(
+        True, description="add one chunk per section holding only its summary (see ``summary``)"
+    )
+    summary_chars: int = Field(400, ge=100, description="size of a section's summary")
 
 
 def short_title(title: str) -> str:
@@ -101,6 +105,43 @@ def _split_long(block: str, max_chars: int) -> list[str]:
     return out
 
 
+_LABELS = frozenset(
+    ["syntax", "description", "semantics", "notes", "ptx isa notes", "target isa notes", "examples"]
+)
+
+
+def summary(section: Section, max_chars: int = 400) -> str:
+    """What a section is about, in a few sentences: for an instruction reference its one-line purpose
+    ("Population count.") and the start of its Description; for other sections the start of their prose.
+    Code blocks, tables and the repeated instruction-name line are left out. A short query describing a
+    concept matches this much better than the long reference text (BM25 length normalisation, and a
+    MiniLM vector of a whole chunk of syntax)."""
+    prose: list[str] = []
+    names = {n.lower() for n in section.defines} | {short_title(section.title).lower()}
+    after_description = False
+    head: list[str] = []
+    for b in blocks(section.text):
+        if b.startswith(("```", "~~~", "|")):
+            continue
+        low = b.strip().rstrip(":").lower()
+        if low in _LABELS:
+            after_description = low == "description"
+            if low == "syntax" and head:
+                prose = head[:]
+            continue
+        if low in names or low.replace(" ", "") in {n.replace(" ", "") for n in names}:
+            continue
+        if after_description or not section.defines:
+            prose.append(b)
+        elif not prose:
+            head.append(b)
+        if sum(len(x) for x in prose) >= max_chars:
+            break
+    text = " ".join(prose or head).replace("\n", " ")
+    text = re.sub(r"\s+", " ", text).strip()
+    return text[:max_chars].rsplit(" ", 1)[0] if len(text) > max_chars else text
+
+
 def pack(text: str, params: ChunkingParams) -> list[str]:
     """Chunk bodies of one section's text."""
     pieces: list[str] = []
@@ -153,6 +194,23 @@ def chunk_sections(
                     url=s.url,
                     ordinal=i,
                     text=text,
+                    instructions=s.defines,
+                )
+            )
+        gist = summary(s, params.summary_chars) if params.summary_chunk else ""
+        if gist and (len(bodies) > 1 or len(gist) + 40 < len(bodies[0])):
+            body = f"{short_title(s.title)}: {gist}"
+            out.append(
+                Chunk(
+                    chunk_id=chunk_id(source, version, s.number, len(bodies), body),
+                    source=source,
+                    version=version,
+                    section_number=s.number,
+                    title=s.title,
+                    breadcrumb=breadcrumb(s, by_number),
+                    url=s.url,
+                    ordinal=len(bodies),
+                    text=f"{crumb}\n\n{body}",
                     instructions=s.defines,
                 )
             )

@@ -23,8 +23,14 @@ class Candidate:
     lexical: float | None = None
     title: float | None = None
     dense: float | None = None
+    summary: float | None = None
+    """BM25 over the section's title and summary"""
     stub: bool = False
     """a section whose own text only introduces its subsections"""
+    defines: bool = False
+    """the section is the reference of one or more instructions"""
+    history: bool = False
+    """the section is a release note ("Changes in PTX ISA Version 8.0")"""
 
 
 class FusionWeights(BaseModel):
@@ -32,11 +38,32 @@ class FusionWeights(BaseModel):
 
     lexical: float = Field(1.0, ge=0)
     title: float = Field(1.0, ge=0)
-    dense: float = Field(1.0, ge=0)
+    dense: float = Field(2.0, ge=0)
+    summary: float = Field(1.0, ge=0, description="BM25 over title + summary (what the section is about)")
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
+    dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
+    glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"
+    )
+    history_factor: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="fused-score factor of sections other than release notes when the query asks about versions",
+    )
+    pack_share: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="most of the top k that knowledge-pack documents may take when the manual is searched too",
+    )
+    asks_instruction_factor: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="fused-score factor of sections defining no instruction when the query asks for one",
     )
 
 
@@ -47,12 +74,17 @@ def _ranks(cands: list[Candidate], attr: str) -> dict[tuple[str, str], int]:
 
 
 def fuse(
-    cands: list[Candidate], bonus: Mapping[tuple[str, str], float], w: FusionWeights
+    cands: list[Candidate],
+    bonus: Mapping[tuple[str, str], float],
+    w: FusionWeights,
+    *,
+    asks_instruction: bool = False,
+    asks_history: bool = False,
 ) -> list[tuple[Candidate, float]]:
     """Candidates best first with their final scores. The fused part is scaled into [0, 1)."""
-    total_w = (w.lexical + w.title + w.dense) or 1.0
+    total_w = (w.lexical + w.title + w.dense + w.summary) or 1.0
     best = 1.0 / (w.rrf_k + 1)
-    attrs = ("lexical", "title", "dense")
+    attrs = ("lexical", "title", "dense", "summary")
     ranks = {attr: _ranks(cands, attr) for attr in attrs}
     out = []
     for c in cands:
@@ -64,6 +96,10 @@ def fuse(
         fused /= total_w  # 1.0 = first on every signal
         if c.stub:
             fused *= w.stub_factor
+        if asks_instruction and not c.defines:
+            fused *= w.asks_instruction_factor
+        if asks_history and not c.history:
+            fused *= w.history_factor
         out.append((c, 0.999 * fused + w.instruction * bonus.get(c.key, 0.0)))
     out.sort(key=lambda t: -t[1])
     return out

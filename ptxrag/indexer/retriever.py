@@ -10,6 +10,7 @@ sections, one hit per section."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from .errors import (
 )
 from .fusion import Candidate, FusionWeights, fuse
 from .instructions import match_sections, names_in_query
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, query_tokens
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
 from .text import arch_key, tokenize, version_key
 
@@ -42,6 +43,43 @@ STUB_CHARS = 300
 EXACT_SCAN_MAX = 512
 #: query embeddings remembered per retriever
 QUERY_CACHE = 512
+#: a query asking for an instruction ("which instruction ...", "... instruction that ...")
+_ASKS_INSTRUCTION = re.compile(
+    r"\b(?:instruction|opcode|mnemonic)s?\b(?!\s+(?:types?|sets?|descriptions?|descriptors?|operands?)\b)",
+    re.I,
+)
+
+
+_ASKS_HISTORY = re.compile(
+    r"\b(?:which|what|since|when)\b.*\b(?:versions?|releases?)\b|\bversion (?:that|which) (?:added|introduced)"
+    r"|\b(?:introduced|first (?:supported|appeared?)|new in|changes? in)\b",
+    re.I,
+)
+_RELEASE_NOTE = re.compile(r"^Changes in PTX ISA Version", re.I)
+
+
+_QUESTION = re.compile(
+    r"^\s*(?:which|what)\s+(?:ptx\s+)?(?:instructions?|opcodes?|mnemonics?)\s+"
+    r"(?:(?:does|do|is|are|can|will|should)\s+)?",
+    re.I,
+)
+
+
+def dense_query(query: str) -> str:
+    """The text embedded for the dense signal: "which instruction frees tensor memory columns?" ->
+    "frees tensor memory columns" (the sections describe, they do not ask)."""
+    out = _QUESTION.sub("", query).rstrip(" ?")
+    return out or query
+
+
+def asks_history(query: str) -> bool:
+    """True when the query asks which ISA version added or changed something."""
+    return bool(_ASKS_HISTORY.search(query))
+
+
+def asks_instruction(query: str) -> bool:
+    """True when the query asks which instruction does something (not when it names one)."""
+    return bool(_ASKS_INSTRUCTION.search(query))
 
 
 @dataclass
@@ -61,6 +99,46 @@ class _Loaded:
     """chunk embeddings of a small collection, for an exact scan"""
     vector_ids: list[str] = field(default_factory=list)
     defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _quota(ranked: list[tuple[Candidate, float]], k: int, pack_slots: int) -> list[tuple[Candidate, float]]:
+    """The top ``k`` with at most ``pack_slots`` knowledge-pack documents: long contracts and templates
+    match many words of any query and would otherwise push the manual's sections out. Those over the
+    quota come after the manual's sections (order kept)."""
+    if pack_slots >= k:
+        return ranked[:k]
+    top: list[tuple[Candidate, float]] = []
+    over: list[tuple[Candidate, float]] = []
+    pack = 0
+    for cand, score in ranked:
+        if len(top) >= k:
+            break
+        is_pack = not cand.key[0].startswith(MANUAL_SOURCE + "@")
+        if is_pack and pack >= pack_slots:
+            over.append((cand, score))
+            continue
+        pack += is_pack
+        top.append((cand, score))
+    return (top + over)[:k]
+
+
+def _name_bonus(
+    qnames: list[Any], defines: dict[tuple[str, str], tuple[str, ...]]
+) -> dict[tuple[str, str], float]:
+    """The instruction-name bonus, matched within the manual and within the knowledge pack separately;
+    beside the manual a pack document's bonus is capped at the manual's best (a contract tagged with the
+    exact spelling ``setmaxnreg.inc.sync.aligned.u32`` must not outrank the manual section that defines
+    ``setmaxnreg``, nor take the bonus alone)."""
+    manual = {k: v for k, v in defines.items() if k[0].startswith(MANUAL_SOURCE + "@")}
+    pack = {k: v for k, v in defines.items() if k not in manual}
+    bonus = match_sections(qnames, manual) if manual else {}
+    if pack:
+        extra = match_sections(qnames, pack)
+        if manual:
+            cap = max(bonus.values(), default=0.0)
+            extra = {k: min(v, cap) for k, v in extra.items()}
+        bonus.update(extra)
+    return bonus
 
 
 class Retriever:
@@ -194,6 +272,11 @@ class Retriever:
                 self._query_cache[query] = vec
         return vec
 
+    def clear_query_cache(self) -> None:
+        """Forget remembered query embeddings (to time searches as if each query were new)."""
+        with self._lock:
+            self._query_cache.clear()
+
     def _keys(self, version: str | None, sources: Iterable[str] | None) -> list[str]:
         wanted = list(sources) if sources is not None else [MANUAL_SOURCE, *KNOWLEDGE_SOURCES]
         known = set(self.sources())
@@ -227,17 +310,20 @@ class Retriever:
         version: str | None = None,
         sources: list[str] | None = None,
         exclude_sections: Collection[str] = (),
+        weights: FusionWeights | None = None,
     ) -> list[Hit]:
         """The ``k`` best sections for ``query``. ``version`` picks the manual (newest by default);
         ``sources`` limits to some of "ptx-isa", "contracts", "templates", "hardware" (all by default);
-        ``exclude_sections`` drops sections (or knowledge document ids) already seen."""
+        ``exclude_sections`` drops sections (or knowledge document ids) already seen; ``weights``
+        replaces the retriever's fusion weights for this search (ablations)."""
         if not query or not query.strip():
             raise IndexerError("empty query")
         if k < 1:
             raise IndexerError(f"k must be at least 1, got {k}")
         keys = self._keys(version, sources)
-        qvec = self._query_vector(query)
-        tokens = tokenize(query)
+        w = weights or self.weights
+        qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query)
+        tokens = query_tokens(query) if w.glossary else tokenize(query)
         excluded = set(exclude_sections)
         candidates: list[Candidate] = []
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -248,13 +334,26 @@ class Retriever:
                 if names and number not in excluded:
                     defines[(key, number)] = names
         vocab = {n for names in defines.values() for n in names}
-        bonus = match_sections(names_in_query(query, vocab), defines)
-        ranked = fuse(candidates, bonus, self.weights)
+        bonus = _name_bonus(names_in_query(query, vocab), defines)
+        ranked = fuse(
+            candidates,
+            bonus,
+            w,
+            asks_instruction=asks_instruction(query),
+            asks_history=asks_history(query),
+        )
         hits = []
-        for cand, score in ranked[:k]:
+        for cand, score in _quota(ranked, k, self._pack_slots(keys, k, w)):
             loaded = self._loaded[cand.key[0]]
             hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
         return hits
+
+    def _pack_slots(self, keys: list[str], k: int, w: FusionWeights) -> int:
+        """How many of the top ``k`` knowledge-pack documents may take beside the manual."""
+        manual = any(self._entries[key].source == MANUAL_SOURCE for key in keys)
+        if not manual or w.pack_share >= 1:
+            return k
+        return max(1, round(k * w.pack_share))
 
     def _candidates(
         self, key: str, loaded: _Loaded, tokens: list[str], qvec: np.ndarray, excluded: set[str]
@@ -264,13 +363,23 @@ class Retriever:
         def cand(row: int) -> Candidate:
             c = out.get(row)
             if c is None:
-                c = out[row] = Candidate(key=(key, loaded.sections[row].number), stub=row in loaded.stubs)
+                sec = loaded.sections[row]
+                c = out[row] = Candidate(
+                    key=(key, sec.number),
+                    stub=row in loaded.stubs,
+                    defines=bool(sec.defines),
+                    history=bool(_RELEASE_NOTE.match(sec.title)),
+                )
             return c
 
-        for attr, scores in (
+        signals = [
             ("lexical", loaded.lexical.section_scores(tokens)),
             ("title", loaded.lexical.title_scores(tokens)),
-        ):
+        ]
+        gist = loaded.lexical.summary_scores(tokens)
+        if gist is not None:
+            signals.append(("summary", gist))
+        for attr, scores in signals:
             top = np.argsort(-scores)[:50]
             for row in top:
                 if scores[row] > 0:

@@ -1,0 +1,125 @@
+"""Retrievers to measure the real one against (``ptxrag eval-retrieval --ablation``).
+
+- ``bm25-chunks``: the strong baseline of the retrieval literature: plain BM25 (bm25s, English stopwords,
+  no PTX-aware tokenizer) over fixed-size windows of 120 words (stride 60) of every section's title and
+  text; a section scores its best window.
+- ``bm25``, ``dense``, ``fusion``, ``default``: the real retriever with some parts switched off through
+  its fusion weights (``ABLATIONS``): BM25 over whole sections alone; dense (best chunk) alone; the four
+  signals (section BM25, title BM25, summary BM25, dense) in plain equal-weight reciprocal-rank fusion
+  without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
+  everything on (the defaults of ``FusionWeights``)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+from .errors import IndexerError
+from .fusion import FusionWeights
+from .schema import MANUAL_SOURCE, Hit
+
+WINDOW_WORDS = 120
+STRIDE_WORDS = 60
+
+#: ablations of the real retriever, as fusion weights
+_PLAIN = dict(
+    instruction=0.0,
+    stub_factor=1.0,
+    glossary=False,
+    asks_instruction_factor=1.0,
+    history_factor=1.0,
+    pack_share=1.0,
+    dense_rewrite=False,
+)
+ABLATIONS: dict[str, FusionWeights] = {
+    "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
+    "dense": FusionWeights(lexical=0, title=0, dense=1, summary=0, **_PLAIN),  # type: ignore[arg-type]
+    "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
+    "default": FusionWeights(),
+}
+#: every ablation name ``eval-retrieval --ablation`` takes, baseline first
+ABLATION_NAMES = ("bm25-chunks", *ABLATIONS)
+
+
+def windows(words: list[str], size: int = WINDOW_WORDS, stride: int = STRIDE_WORDS) -> list[list[str]]:
+    """Fixed-size word windows; the last one ends at the last word (a short text is one window)."""
+    if len(words) <= size:
+        return [words]
+    out = [words[i : i + size] for i in range(0, len(words) - size + 1, stride)]
+    if (len(words) - size) % stride:
+        out.append(words[-size:])
+    return out
+
+
+class ChunkBM25:
+    """Plain BM25 over fixed-size chunks of one manual collection of a ``Retriever``'s index."""
+
+    def __init__(self, retriever: Any, version: str | None = None) -> None:
+        import bm25s
+
+        self._retriever = retriever
+        self._version = version or retriever.versions(MANUAL_SOURCE)[0]
+        keys = retriever._keys(self._version, [MANUAL_SOURCE])
+        self._loaded = retriever._collection(keys[0])
+        texts, self._row_of_window = [], []
+        for row, s in enumerate(self._loaded.sections):
+            for w in windows(f"{s.title}\n{s.text}".split()):
+                texts.append(" ".join(w))
+                self._row_of_window.append(row)
+        self._bm25s = bm25s
+        self._index = bm25s.BM25(k1=1.2, b=0.75)
+        self._index.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+        self.windows = len(texts)
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        version: str | None = None,
+        sources: list[str] | None = None,
+        exclude_sections: Collection[str] = (),
+    ) -> list[Hit]:
+        if version not in (None, self._version) or (sources and list(sources) != [MANUAL_SOURCE]):
+            raise IndexerError(f"the chunk BM25 baseline covers PTX ISA {self._version} only")
+        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+        vocab = self._index.vocab_dict
+        known = [t for t in tokens if t in vocab]
+        n_sections = len(self._loaded.sections)
+        best = np.zeros(n_sections, dtype=np.float32)
+        if known:
+            scores = np.asarray(self._index.get_scores(known), dtype=np.float32)
+            np.maximum.at(best, np.asarray(self._row_of_window), scores)
+        order = np.argsort(-best, kind="stable")
+        hits: list[Hit] = []
+        for row in order:
+            if best[row] <= 0 or len(hits) >= k:
+                break
+            if self._loaded.sections[row].number in exclude_sections:
+                continue
+            hits.append(self._retriever._hit(self._loaded, int(row), float(best[row])))
+        return hits
+
+
+class Ablation:
+    """The real retriever searching with other fusion weights."""
+
+    def __init__(self, retriever: Any, weights: FusionWeights) -> None:
+        self._retriever = retriever
+        self._weights = weights
+
+    def search(
+        self, query: str, k: int = 5, *, version: str | None = None, sources: list[str] | None = None
+    ) -> list[Hit]:
+        return list(self._retriever.search(query, k, version=version, sources=sources, weights=self._weights))
+
+
+def searcher(name: str, retriever: Any, version: str | None = None) -> Any:
+    """The searcher of ablation ``name`` (one of ``ABLATION_NAMES``)."""
+    if name == "bm25-chunks":
+        return ChunkBM25(retriever, version)
+    if name in ABLATIONS:
+        return Ablation(retriever, ABLATIONS[name])
+    raise IndexerError(f"unknown ablation {name!r}; choose from {', '.join(ABLATION_NAMES)}")
