@@ -13,9 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ptxrag.agent_graph.state import TokenUsage
-
-from . import metrics, plots
+from . import metrics
 from .failures import top_failures
 from .metrics import Estimate, GroupSummary, Rate
 from .prices import PriceTable
@@ -54,14 +52,7 @@ def _est(e: Estimate) -> str:
 
 
 def _reprice(rows: list[EpisodeRow], prices: PriceTable) -> list[EpisodeRow]:
-    out = []
-    for r in rows:
-        usage = TokenUsage(
-            input_tokens=r.input_tokens, output_tokens=r.output_tokens,
-            cache_read_tokens=r.cache_read_tokens, cache_creation_tokens=r.cache_creation_tokens,
-        )  # fmt: skip
-        out.append(r.model_copy(update={"cost_usd": prices.cost_usd(r.model, usage)}))
-    return out
+    return [r.model_copy(update={"cost_usd": prices.cost_usd(r.model, r)}) for r in rows]
 
 
 def short_models(rows: list[EpisodeRow]) -> list[EpisodeRow]:
@@ -163,6 +154,8 @@ def build_report(
         step("reading the bench database")
         all_rows = store.episodes()
         rounds = store.rounds(light=True)
+    from . import plots  # matplotlib, imported once there is a study to draw
+
     if prices is not None:
         all_rows = _reprice(all_rows, prices)
     all_rows = short_models(all_rows)
