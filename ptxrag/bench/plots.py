@@ -178,30 +178,33 @@ def task_heatmap(
     title = "Per task and condition"
     if not tasks or not columns:
         return _empty(title, "no finished episodes")
-    n = len(panels)
-    w = max(2.6, 1.05 * len(columns) + 1.2)
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    w = max(3.2, 1.15 * len(columns) + 2.4)
+    h = 0.5 * len(tasks) + 1.9
     fig, axes = plt.subplots(
-        1, n, figsize=(w * n + 2.2, 0.55 * len(tasks) + 1.6), squeeze=False, constrained_layout=True
+        nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, constrained_layout=True
     )
-    for ax, (ptitle, cells, cmap_name) in zip(axes[0], panels, strict=True):
+    for ax in axes.flat[len(panels) :]:
+        ax.set_axis_off()
+    for ax, (ptitle, cells, cmap_name) in zip(axes.flat, panels, strict=False):
         cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="#e6e6e6")
         vals = [[cells.get((t, c), (None, ""))[0] for c in columns] for t in tasks]
         finite = [v for row in vals for v in row if v is not None]
-        vmax = 1.0 if ptitle != "rounds to success" else max([1.0, *finite])
+        # rates span 0..1; rounds span 1..the largest seen (fewer rounds is better: the reversed map)
+        lo, hi = (0.0, 1.0) if ptitle != "rounds to success" else (1.0, max([2.0, *finite]))
         grid = [[math.nan if v is None else v for v in row] for row in vals]
-        ax.imshow(grid, cmap=cmap, vmin=0.0 if vmax == 1.0 else 1.0, vmax=vmax, aspect="auto")
+        ax.imshow(grid, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
         for i, t in enumerate(tasks):
             for j, c in enumerate(columns):
                 v, label = cells.get((t, c), (None, "–"))
-                dark = (
-                    v is not None
-                    and (v - (0 if vmax == 1.0 else 1)) / max(1e-9, vmax - (0 if vmax == 1.0 else 1)) > 0.6
-                )
+                frac = 0.0 if v is None else (v - lo) / (hi - lo)
+                dark = v is not None and (1 - frac if cmap_name.endswith("_r") else frac) > 0.6
                 ax.text(
                     j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "#222222"
                 )
         ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
-        ax.set_yticks(range(len(tasks)), tasks if ax is axes[0][0] else [""] * len(tasks), fontsize=8)
+        ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
         ax.set_title(ptitle, fontsize=10)
     fig.suptitle(title + " (grey: not measured; n/a: GPU stages not run)", fontsize=11)
     return _png(fig)
@@ -250,6 +253,7 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
             a1.text(
                 x - 0.2, top * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555"
             )
+    a1.set_ylim(0, top * 1.15)
     a1.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a1.set_ylabel("tokens (input + output)")
     a1.set_title("tokens per episode that got there", fontsize=10)
@@ -260,6 +264,7 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     for x, v, note in zip(xs, costs, (r[4] for r in rows), strict=True):
         if v is None:
             a2.text(x, ctop * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+    a2.set_ylim(0, ctop * 1.15)
     a2.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a2.set_ylabel("USD")
     a2.set_title("cost per solved episode", fontsize=10)
