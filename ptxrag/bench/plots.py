@@ -84,8 +84,11 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     return _png(fig)
 
 
-def round_curves_chart(success: dict[str, list[Rate]], static: dict[str, list[Rate]]) -> bytes:
-    """success@k per condition (solid, with intervals) and instructions-in-SASS@k (dashed)."""
+def round_curves_chart(
+    success: dict[str, list[Rate]], static: dict[str, list[Rate]], unknown: frozenset[str] = frozenset()
+) -> bytes:
+    """success@k per condition (solid, with intervals) and instructions-in-SASS@k (dashed); conditions in
+    ``unknown`` (GPU stages never ran) get no success curve, only a legend entry saying so."""
     title = "Solved within k rounds"
     if not success:
         return _empty(title, "no finished episodes")
@@ -94,10 +97,17 @@ def round_curves_chart(success: dict[str, list[Rate]], static: dict[str, list[Ra
         color = COLORS[i % len(COLORS)]
         ks = list(range(1, len(rates) + 1))
         ys = [r.rate or 0.0 for r in rates]
-        ax.plot(ks, ys, "-o", color=color, label=f"{cond}: success")
-        ax.fill_between(
-            ks, [r.ci_low or 0.0 for r in rates], [r.ci_high or 0.0 for r in rates], color=color, alpha=0.12
-        )
+        if cond in unknown:
+            ax.plot([], [], "-o", color=color, label=f"{cond}: success n/a (GPU not run)")
+        else:
+            ax.plot(ks, ys, "-o", color=color, label=f"{cond}: success")
+            ax.fill_between(
+                ks,
+                [r.ci_low or 0.0 for r in rates],
+                [r.ci_high or 0.0 for r in rates],
+                color=color,
+                alpha=0.12,
+            )
         st = static.get(cond)
         if st:
             ax.plot(ks, [r.rate or 0.0 for r in st], "--", color=color, alpha=0.7, label=f"{cond}: in SASS")
