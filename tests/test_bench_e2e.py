@@ -148,22 +148,35 @@ def test_report_writes_markdown_and_one_self_contained_html_page(study, tmp_path
     md = (tmp_path / "rep" / "report.md").read_text()
     page = (tmp_path / "rep" / "report.html").read_text()
     figures = sorted(p.name for p in (tmp_path / "rep" / "figures").glob("*.png"))
-    assert figures == ["ablation.png", "failures.png", "speedups.png", "success_at_round.png"]
+    assert figures == [
+        "ablation.png", "cost.png", "failures.png", "pass_at_k.png", "per_task.png", "speedups.png",
+        "success_at_round.png",
+    ]  # fmt: skip
     for name in figures:
         assert f"](figures/{name})" in md
         assert (tmp_path / "rep" / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # self-contained: every image inline, nothing fetched from elsewhere
-    assert page.count('src="data:image/png;base64,') == 4
-    assert not re.search(r'(src|href)="(?!data:)', page)
+    # self-contained: every image inline, nothing fetched from elsewhere; links only to the study's transcripts
+    assert page.count('src="data:image/png;base64,') == 7
+    assert not re.search(r'src="(?!data:)', page)
+    links = re.findall(r'href="([^"]*)"', page)
+    assert len(links) == 4 and all(x.endswith("/transcript.md") and not x.startswith("/") for x in links)
+    assert all((tmp_path / "rep" / x).resolve().is_file() for x in links)  # relative to the report
     # the numbers of this study, in both renderings
     assert (
-        "| templates | replay:replays | 2 | 100% (2/2) | 100% (2/2) | 0% (0/2) | 0% (0/2) | 0% (0/2) [0–66%] | 2 | 2.5 |"
-        in md
+        "| templates | replay:replays | 2 | 100% (2/2) [34–100%] | 100% (2/2) [34–100%] | n/a (GPU not run) "
+        "| n/a (GPU not run) | n/a (GPU not run) | 2 | 2.5 |" in md
     )
     assert "4 of 4 finished episode(s) never ran the GPU stages" in md and "never ran the GPU stages" in page
-    assert "| hardware | in SASS | 0% (0/2) | 50% (1/2) | 100% (2/2) | 100% (2/2) |" in md
     assert (
-        "| replay:replays | in SASS | hardware | templates | 2 | 2 | 0 | 0 | 0 | +0.00 [+0.00, +0.00] | 1.000 |"
+        "| hardware | in SASS | 0% (0/2) [0–66%] | 50% (1/2) [9–91%] | 100% (2/2) [34–100%] | 100% (2/2) [34–100%] |"
+        in md
+    )
+    assert (
+        "| warp-elect-sum | hardware | 1 | 100% (1/1) [21–100%] | n/a (GPU not run) | n/a (GPU not run) |"
+        in md
+    )
+    assert (
+        "| replay:replays | in SASS | hardware | templates | 2 | 2 | 0 | 0 | 0 | +0.00 [-0.66, +0.66] | 1.000 |"
         in md
     )
     assert "| warp | static failed: elect.sync not found in the compiled SASS" in md

@@ -1,4 +1,4 @@
-"""Study metrics on episode rows: rates with bootstrap 95% intervals, success@round-k, geometric-mean
+"""Study metrics on episode rows: rates with Wilson 95% intervals, success@round-k, pass@k, geometric-mean
 speedup over successes, fast_p, and paired comparisons between conditions.
 
 Definitions:
@@ -10,8 +10,12 @@ Definitions:
 - fast_p, as KernelBench defines it: (1/N) * #{episodes that are correct and have speedup > p}, N counting
   every episode (failed ones included). "Correct" here is ptxrag's success: compiled, correct output, and
   every target instruction executed. fast_0 is the success rate of timed episodes.
+- GPU not run: a group whose episodes include some whose GPU stages never ran and none whose GPU stages
+  gave a verdict has no known correct/executed/success rate (``gpu_not_run``); reports print "n/a".
+- pass@k over samples, with the unbiased estimator of Chen et al. (2021): for a task with n episodes of
+  which c succeeded, pass@k = 1 - C(n-c, k) / C(n, k), averaged over tasks (k <= n).
 - paired comparison of conditions A and B: episodes matched on (task, model, sample); the difference of
-  success rates with a bootstrap interval over pairs, and the exact two-sided McNemar test on the pairs
+  success rates with Newcombe's paired score interval (Wilson-based), and the exact two-sided McNemar test on the pairs
   where only one condition succeeded.
 """
 
@@ -31,6 +35,8 @@ N_BOOT = 2000
 SEED = 20261202
 FAST_P = (0.0, 1.0, 2.0)
 RATE_FIELDS = ("compiled", "static_ok", "correct", "executed", "success")
+#: rates only the GPU stages can decide (unknown when they never ran)
+GPU_FIELDS = ("correct", "executed", "success")
 
 
 class _Frozen(BaseModel):
@@ -59,7 +65,14 @@ class GroupSummary(_Frozen):
     episodes: int
     rates: dict[str, Rate] = Field(description="compiled, static_ok, correct, executed, success")
     unverified: int = Field(description="episodes whose GPU stages never ran")
+    gpu_not_run: bool = Field(
+        False, description="no episode's GPU stages gave a verdict (and some were skipped): GPU rates unknown"
+    )
     mean_rounds: float | None
+    mean_rounds_to_success: float | None = Field(None, description="mean solved round over solved episodes")
+    mean_rounds_to_static: float | None = Field(
+        None, description="mean first round with every target instruction in the SASS, where reached"
+    )
     geomean_speedup: Estimate
     fast_p: dict[str, float | None] = Field(description="'fast_0', 'fast_1', 'fast_2'")
     mean_input_tokens: float | None
@@ -168,7 +181,9 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
 def paired(
     a: Sequence[bool], b: Sequence[bool]
 ) -> tuple[int, int, int, int, float | None, tuple[float, float] | None]:
-    """(both, only_a, only_b, neither, diff, bootstrap CI of diff) for aligned outcome lists."""
+    """(both, only_a, only_b, neither, diff, 95% interval of diff) for aligned outcome lists; the interval is
+    Newcombe's score interval for a difference of paired proportions (his method 10), built from the
+    Wilson intervals of both rates, so 0 of 4 against 0 of 4 reads [-0.49, +0.49], not [0, 0]."""
     if len(a) != len(b):
         raise ValueError("paired outcomes must have the same length")
     both = sum(1 for x, y in zip(a, b, strict=True) if x and y)
@@ -177,8 +192,46 @@ def paired(
     neither = len(a) - both - only_a - only_b
     if not a:
         return both, only_a, only_b, neither, None, None
-    d = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
-    return both, only_a, only_b, neither, sum(d) / len(d), bootstrap_ci(d)
+    return (
+        both,
+        only_a,
+        only_b,
+        neither,
+        (only_a - only_b) / len(a),
+        newcombe_paired_ci(both, only_a, only_b, neither),
+    )
+
+
+def newcombe_paired_ci(
+    both: int, only_a: int, only_b: int, neither: int, level: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe (1998) method 10: interval of p_A - p_B for paired binary outcomes."""
+    n = both + only_a + only_b + neither
+    if n <= 0:
+        raise ValueError("newcombe_paired_ci needs at least one pair")
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    ci1, ci2 = wilson_ci(both + only_a, n, level), wilson_ci(both + only_b, n, level)
+    assert ci1 is not None and ci2 is not None
+    (l1, u1), (l2, u2) = ci1, ci2
+    cross = both * neither - only_a * only_b
+    denom = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    num = max(cross - n / 2, 0.0) if cross > 0 else float(cross)
+    phi = num / math.sqrt(denom) if denom > 0 else 0.0
+    d = p1 - p2
+    lo = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    hi = d + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def gpu_not_run(rows: Sequence[EpisodeRow]) -> bool:
+    """True when some episodes skipped the GPU stages and none had them decide (passed the CPU stages with
+    a verdict from correctness/execution): their correct, executed and success rates are unknown."""
+    verdicts = sum(1 for r in rows if r.static_ok and not r.unverified)
+    return verdicts == 0 and any(r.unverified for r in rows)
 
 
 def summarize(rows: Sequence[EpisodeRow], group: dict[str, str | int]) -> GroupSummary:
@@ -189,7 +242,10 @@ def summarize(rows: Sequence[EpisodeRow], group: dict[str, str | int]) -> GroupS
         episodes=len(rows),
         rates={f: rate(getattr(r, f) for r in rows) for f in RATE_FIELDS},
         unverified=sum(1 for r in rows if r.unverified),
+        gpu_not_run=gpu_not_run(rows),
         mean_rounds=(sum(rounds) / len(rounds)) if rounds else None,
+        mean_rounds_to_success=_mean([r.solved_round for r in rows if r.solved_round is not None]),
+        mean_rounds_to_static=_mean([r.first_static_round for r in rows if r.first_static_round is not None]),
         geomean_speedup=geomean_speedup([r.speedup for r in rows if r.success and r.speedup is not None]),
         fast_p={
             f"fast_{p:g}": fast_p([r.success for r in rows], [r.speedup for r in rows], p) for p in FAST_P
@@ -255,3 +311,97 @@ def success_curves(
     for r in rows:
         groups.setdefault(str(getattr(r, by)), []).append(getattr(r, field))
     return {k: success_at_round(v, max_rounds) for k, v in sorted(groups.items())}
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task: n episodes, c of them successful (Chen et al., 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+class PassAtK(_Frozen):
+    """pass@k of one group, averaged over its tasks."""
+
+    group: dict[str, str | int]
+    field: str = Field(description="the episode property counted: success, or static_ok (in SASS)")
+    tasks: int
+    samples_min: int = Field(description="fewest episodes of any task; k goes up to it")
+    values: dict[int, float | None] = Field(description="k -> mean pass@k over tasks; None when unknown")
+    gpu_not_run: bool = False
+
+
+def pass_at_k_table(
+    rows: Sequence[EpisodeRow], by: Sequence[str] = ("condition", "model"), field: str = "success"
+) -> list[PassAtK]:
+    """pass@k for k = 1..(fewest samples of a task) per group, each task's n episodes being its samples."""
+    groups: dict[tuple[str | int, ...], dict[str, list[EpisodeRow]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(getattr(r, f) for f in by), {}).setdefault(r.task_id, []).append(r)
+    out = []
+    for key, tasks in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        n_min = min(len(v) for v in tasks.values())
+        unknown = field in GPU_FIELDS and gpu_not_run([r for v in tasks.values() for r in v])
+        values: dict[int, float | None] = {}
+        for k in range(1, n_min + 1):
+            per_task = [pass_at_k(len(v), sum(1 for r in v if getattr(r, field)), k) for v in tasks.values()]
+            values[k] = None if unknown else sum(per_task) / len(per_task)
+        out.append(
+            PassAtK(
+                group=dict(zip(by, key, strict=True)),
+                field=field,
+                tasks=len(tasks),
+                samples_min=n_min,
+                values=values,
+                gpu_not_run=unknown,
+            )  # fmt: skip
+        )
+    return out
+
+
+class CostEfficiency(_Frozen):
+    """Tokens and dollars spent per solved episode (and per episode that reached the SASS check)."""
+
+    group: dict[str, str | int]
+    episodes: int
+    solved: int
+    in_sass: int
+    tokens: int = Field(description="input + output tokens of every episode of the group")
+    cost_usd: float | None = Field(description="None when some episode's model has no price")
+    tokens_per_solved: float | None
+    cost_per_solved_usd: float | None
+    tokens_per_in_sass: float | None
+    gpu_not_run: bool = False
+
+
+def cost_efficiency(
+    rows: Sequence[EpisodeRow], by: Sequence[str] = ("condition", "model")
+) -> list[CostEfficiency]:
+    groups: dict[tuple[str | int, ...], list[EpisodeRow]] = {}
+    for r in rows:
+        groups.setdefault(tuple(getattr(r, f) for f in by), []).append(r)
+    out = []
+    for key, g in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        tokens = sum(r.input_tokens + r.output_tokens for r in g)
+        costs = [r.cost_usd for r in g]
+        cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        solved = sum(1 for r in g if r.success)
+        in_sass = sum(1 for r in g if r.static_ok)
+        unknown = gpu_not_run(g)
+        out.append(
+            CostEfficiency(
+                group=dict(zip(by, key, strict=True)),
+                episodes=len(g),
+                solved=solved,
+                in_sass=in_sass,
+                tokens=tokens,
+                cost_usd=cost,
+                tokens_per_solved=tokens / solved if solved else None,
+                cost_per_solved_usd=(cost / solved) if (solved and cost is not None) else None,
+                tokens_per_in_sass=tokens / in_sass if in_sass else None,
+                gpu_not_run=unknown,
+            )  # fmt: skip
+        )
+    return out

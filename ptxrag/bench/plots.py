@@ -67,9 +67,11 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
             xs.append(i + (j - (len(models) - 1) / 2) * width)
             succ.append(s.rates["success"].rate or 0.0)
             stat.append(s.rates["static_ok"].rate or 0.0)
-            lo, hi = _err(s.rates["success"])
+            lo, hi = _err(s.rates["success"]) if not s.gpu_not_run else (0.0, 0.0)
             errs[0].append(lo)
             errs[1].append(hi)
+            if s.gpu_not_run:
+                ax.text(xs[-1], 0.02, "success n/a\n(GPU not run)", ha="center", va="bottom", fontsize=7)
         color = COLORS[j % len(COLORS)]
         ax.bar(xs, stat, width * 0.92, color=color, alpha=0.25, label=f"{model}: instructions in SASS")
         ax.bar(xs, succ, width * 0.6, color=color, yerr=errs, capsize=3, label=f"{model}: success")
@@ -82,8 +84,11 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     return _png(fig)
 
 
-def round_curves_chart(success: dict[str, list[Rate]], static: dict[str, list[Rate]]) -> bytes:
-    """success@k per condition (solid, with intervals) and instructions-in-SASS@k (dashed)."""
+def round_curves_chart(
+    success: dict[str, list[Rate]], static: dict[str, list[Rate]], unknown: frozenset[str] = frozenset()
+) -> bytes:
+    """success@k per condition (solid, with intervals) and instructions-in-SASS@k (dashed); conditions in
+    ``unknown`` (GPU stages never ran) get no success curve, only a legend entry saying so."""
     title = "Solved within k rounds"
     if not success:
         return _empty(title, "no finished episodes")
@@ -92,10 +97,17 @@ def round_curves_chart(success: dict[str, list[Rate]], static: dict[str, list[Ra
         color = COLORS[i % len(COLORS)]
         ks = list(range(1, len(rates) + 1))
         ys = [r.rate or 0.0 for r in rates]
-        ax.plot(ks, ys, "-o", color=color, label=f"{cond}: success")
-        ax.fill_between(
-            ks, [r.ci_low or 0.0 for r in rates], [r.ci_high or 0.0 for r in rates], color=color, alpha=0.12
-        )
+        if cond in unknown:
+            ax.plot([], [], "-o", color=color, label=f"{cond}: success n/a (GPU not run)")
+        else:
+            ax.plot(ks, ys, "-o", color=color, label=f"{cond}: success")
+            ax.fill_between(
+                ks,
+                [r.ci_low or 0.0 for r in rates],
+                [r.ci_high or 0.0 for r in rates],
+                color=color,
+                alpha=0.12,
+            )
         st = static.get(cond)
         if st:
             ax.plot(ks, [r.rate or 0.0 for r in st], "--", color=color, alpha=0.7, label=f"{cond}: in SASS")
@@ -163,3 +175,109 @@ def _wrap(text: str, width: int) -> str:
             cur = f"{cur} {w}".strip()
     lines.append(cur)
     return "\n".join(lines[:2]) + ("…" if len(lines) > 2 else "")
+
+
+def task_heatmap(
+    tasks: Sequence[str],
+    columns: Sequence[str],
+    panels: Sequence[tuple[str, dict[tuple[str, str], tuple[float | None, str]], str]],
+) -> bytes:
+    """One panel per measure: tasks (rows) x columns (condition, or condition · model), each cell coloured by
+    its value and labelled with its text. ``panels``: (title, {(task, column): (value or None, label)},
+    colour map); a cell without a value (not measured, or n/a) is grey with its label."""
+    title = "Per task and condition"
+    if not tasks or not columns:
+        return _empty(title, "no finished episodes")
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    w = max(3.2, 1.15 * len(columns) + 2.4)
+    h = 0.5 * len(tasks) + 1.9
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, constrained_layout=True
+    )
+    for ax in axes.flat[len(panels) :]:
+        ax.set_axis_off()
+    for ax, (ptitle, cells, cmap_name) in zip(axes.flat, panels, strict=False):
+        cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="#e6e6e6")
+        vals = [[cells.get((t, c), (None, ""))[0] for c in columns] for t in tasks]
+        finite = [v for row in vals for v in row if v is not None]
+        # rates span 0..1; rounds span 1..the largest seen (fewer rounds is better: the reversed map)
+        lo, hi = (0.0, 1.0) if ptitle != "rounds to success" else (1.0, max([2.0, *finite]))
+        grid = [[math.nan if v is None else v for v in row] for row in vals]
+        ax.imshow(grid, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
+        for i, t in enumerate(tasks):
+            for j, c in enumerate(columns):
+                v, label = cells.get((t, c), (None, "–"))
+                frac = 0.0 if v is None else (v - lo) / (hi - lo)
+                dark = v is not None and (1 - frac if cmap_name.endswith("_r") else frac) > 0.6
+                ax.text(
+                    j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "#222222"
+                )
+        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
+        ax.set_title(ptitle, fontsize=10)
+    fig.suptitle(title + " (grey: not measured; n/a: GPU stages not run)", fontsize=11)
+    return _png(fig)
+
+
+def pass_at_k_chart(curves: dict[str, dict[int, float | None]], title: str) -> bytes:
+    """pass@k against k per group (unbiased estimator over samples)."""
+    data = {g: {k: v for k, v in c.items() if v is not None} for g, c in curves.items()}
+    data = {g: c for g, c in data.items() if c}
+    if not data:
+        return _empty(title, "no known values (the GPU stages did not run, or no samples)")
+    fig, ax = plt.subplots(figsize=(6.8, 3.8))
+    for i, (g, c) in enumerate(data.items()):
+        ks = sorted(c)
+        ax.plot(ks, [c[k] for k in ks], "-o", color=COLORS[i % len(COLORS)], label=g)
+    ax.set_xticks(sorted({k for c in data.values() for k in c}))
+    ax.set_xlabel("k (samples drawn per task)")
+    ax.set_ylabel("pass@k (mean over tasks)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _png(fig)
+
+
+def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | None, str]]) -> bytes:
+    """Tokens per solved episode and per episode with the instructions in the SASS, and dollars per solved
+    episode, one bar group per (condition, budget, model). ``rows``: (label, tokens/solved, tokens/in-SASS,
+    cost/solved, note for a missing solved value)."""
+    title = "Cost efficiency"
+    if not rows:
+        return _empty(title, "no finished episodes")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0))
+    xs = list(range(len(rows)))
+    labels = [r[0] for r in rows]
+    solved = [r[1] for r in rows]
+    sass = [r[2] for r in rows]
+    a1.bar(
+        [x - 0.2 for x in xs], [v or 0.0 for v in solved], 0.4, color=COLORS[0], label="per solved episode"
+    )
+    a1.bar([x + 0.2 for x in xs], [v or 0.0 for v in sass], 0.4, color=COLORS[0], alpha=0.35,
+           label="per episode with instructions in SASS")  # fmt: skip
+    top = max([v for v in solved + sass if v is not None], default=1.0)
+    for x, v, note in zip(xs, solved, (r[4] for r in rows), strict=True):
+        if v is None:
+            a1.text(
+                x - 0.2, top * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555"
+            )
+    a1.set_ylim(0, top * 1.15)
+    a1.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
+    a1.set_ylabel("tokens (input + output)")
+    a1.set_title("tokens per episode that got there", fontsize=10)
+    a1.legend(fontsize=7)
+    costs = [r[3] for r in rows]
+    a2.bar(xs, [v or 0.0 for v in costs], 0.5, color=COLORS[2])
+    ctop = max([v for v in costs if v is not None], default=0.0) or 1.0
+    for x, v, note in zip(xs, costs, (r[4] for r in rows), strict=True):
+        if v is None:
+            a2.text(x, ctop * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+    a2.set_ylim(0, ctop * 1.15)
+    a2.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
+    a2.set_ylabel("USD")
+    a2.set_title("cost per solved episode", fontsize=10)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _png(fig)

@@ -9,11 +9,24 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ptxrag.agent_graph import TokenUsage
 from ptxrag.base.errors import ConfigInputError
+
+
+class Usage(Protocol):
+    """Token counts as the agent's ``TokenUsage`` and the bench's ``EpisodeRow`` both carry them."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cache_read_tokens(self) -> int: ...
+    @property
+    def cache_creation_tokens(self) -> int: ...
 
 
 class PriceError(ConfigInputError, ValueError):
@@ -41,7 +54,7 @@ class PriceTable(BaseModel):
         name = name.split("@", 1)[0]  # openai:<model>@<base_url>
         return next((p for p in self.prices if name.startswith(p.match)), None)
 
-    def cost_usd(self, model: str, usage: TokenUsage) -> float | None:
+    def cost_usd(self, model: str, usage: Usage) -> float | None:
         """Dollars for ``usage`` on ``model``; None when the table has no price for it."""
         p = self.price_for(model)
         if p is None:

@@ -8,14 +8,17 @@ failed, and reports say so.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.agent_graph import EpisodeResult, RoundRecord
-
 from .failures import failure_of
-from .study import Episode
+
+# annotations only: importing the agent pulls in LangGraph, which readers of a bench folder never need
+if TYPE_CHECKING:
+    from ptxrag.agent_graph import EpisodeResult, RoundRecord
+
+    from .study import Episode
 
 EpisodeStatus = Literal["pending", "running", "done", "interrupted", "error"]
 FINISHED_STOPS = ("solved", "round_limit", "unverified_no_gpu")

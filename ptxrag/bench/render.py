@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,10 +120,21 @@ def to_html(doc: Document) -> str:
     return "\n".join(parts) + "\n"
 
 
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
 def _inline(text: str) -> str:
-    """Escape, then turn `code` spans into <code> (the only Markdown the report's text uses)."""
+    """Escape, then turn `code` spans into <code> and [text](relative/path) into links (the only Markdown
+    the report's text uses). Links are kept only when relative (no scheme), so a report never points away."""
     pieces = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+    return "".join(f"<code>{p}</code>" if i % 2 else _LINK.sub(_link, p) for i, p in enumerate(pieces))
+
+
+def _link(m: re.Match[str]) -> str:
+    label, href = m.group(1), m.group(2)
+    if ":" in href.split("/", 1)[0]:  # a scheme (http:, javascript:): not a link inside the study folder
+        return m.group(0)
+    return f'<a href="{href}">{label}</a>'
 
 
 def write(doc: Document, out: Path, stem: str = "report") -> tuple[Path, Path]:

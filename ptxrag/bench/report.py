@@ -8,16 +8,16 @@ execution and speed are unknown, which is not the same as failed.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ptxrag.agent_graph import TokenUsage
-
-from . import metrics, plots
+from . import metrics, sections
 from .failures import top_failures
-from .metrics import Estimate, GroupSummary, Rate
+from .formatting import NA_GPU, est, num, pct, stage
+from .metrics import GroupSummary
 from .prices import PriceTable
 from .records import EpisodeRow
 from .render import Document, Figure, Paragraph, Section, Table, write
@@ -34,34 +34,8 @@ class ReportFiles(BaseModel):
     finished: int
 
 
-def pct(r: Rate, ci: bool = True) -> str:
-    if r.rate is None:
-        return "–"
-    s = f"{100 * r.rate:.0f}% ({r.hits}/{r.n})"
-    if ci and r.ci_low is not None and r.ci_high is not None:
-        s += f" [{100 * r.ci_low:.0f}–{100 * r.ci_high:.0f}%]"
-    return s
-
-
-def _num(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "–" if x is None else fmt.format(x)
-
-
-def _est(e: Estimate) -> str:
-    if e.value is None:
-        return "–"
-    return f"{e.value:.2f}× (n={e.n}) [{e.ci_low:.2f}–{e.ci_high:.2f}]"
-
-
 def _reprice(rows: list[EpisodeRow], prices: PriceTable) -> list[EpisodeRow]:
-    out = []
-    for r in rows:
-        usage = TokenUsage(
-            input_tokens=r.input_tokens, output_tokens=r.output_tokens,
-            cache_read_tokens=r.cache_read_tokens, cache_creation_tokens=r.cache_creation_tokens,
-        )  # fmt: skip
-        out.append(r.model_copy(update={"cost_usd": prices.cost_usd(r.model, usage)}))
-    return out
+    return [r.model_copy(update={"cost_usd": prices.cost_usd(r.model, r)}) for r in rows]
 
 
 def short_models(rows: list[EpisodeRow]) -> list[EpisodeRow]:
@@ -74,8 +48,9 @@ def short_models(rows: list[EpisodeRow]) -> list[EpisodeRow]:
 
 def _main_table(summaries: Sequence[GroupSummary], keys: Sequence[str]) -> Table:
     headers = [
-        *keys, "episodes", "compiled", "in SASS", "correct", "executed", "success [95% CI]", "GPU not run",
-        "mean rounds", "geomean speedup", "fast_0", "fast_1", "fast_2", "tokens in / out (mean)", "cost (USD)",
+        *keys, "episodes", "compiled [95% CI]", "in SASS [95% CI]", "correct [95% CI]", "executed [95% CI]",
+        "success [95% CI]", "GPU not run", "mean rounds", "geomean speedup", "fast_0", "fast_1", "fast_2",
+        "tokens in / out (mean)", "cost (USD)",
     ]  # fmt: skip
     rows = []
     for s in summaries:
@@ -83,17 +58,16 @@ def _main_table(summaries: Sequence[GroupSummary], keys: Sequence[str]) -> Table
             [
                 *(str(s.group[k]) for k in keys),
                 str(s.episodes),
-                pct(s.rates["compiled"], False),
-                pct(s.rates["static_ok"], False),
-                pct(s.rates["correct"], False),
-                pct(s.rates["executed"], False),
-                pct(s.rates["success"]),
+                *(stage(s, f) for f in metrics.RATE_FIELDS),
                 str(s.unverified),
-                _num(s.mean_rounds, "{:.1f}"),
-                _est(s.geomean_speedup),
-                *(_num(s.fast_p[f"fast_{p:g}"], "{:.2f}") for p in metrics.FAST_P),
-                f"{_num(s.mean_input_tokens, '{:.0f}')} / {_num(s.mean_output_tokens, '{:.0f}')}",
-                _num(s.cost_usd, "{:.2f}"),
+                num(s.mean_rounds, "{:.1f}"),
+                est(s.geomean_speedup),
+                *(
+                    NA_GPU if s.gpu_not_run else num(s.fast_p[f"fast_{p:g}"], "{:.2f}")
+                    for p in metrics.FAST_P
+                ),
+                f"{num(s.mean_input_tokens, '{:.0f}')} / {num(s.mean_output_tokens, '{:.0f}')}",
+                num(s.cost_usd, "{:.2f}"),
             ]
         )
     return Table(headers, rows)
@@ -135,8 +109,9 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
         sec.blocks.append(
             Paragraph(
                 f"{unverified} of {len(done)} finished episode(s) never ran the GPU stages (no suitable GPU where "
-                "they ran): their correctness, instruction execution and speed are unknown, not failed. Their "
-                "success, correct, executed and fast_p count them as not successful; 'in SASS' (compiled, and every "
+                "they ran): their correctness, instruction execution and speed are unknown, not failed. Where no "
+                f"episode of a group had its GPU stages run, correct, executed, success and fast_p read '{NA_GPU}'; "
+                "in a group with some GPU verdicts they count as not successful. 'in SASS' (compiled, and every "
                 "target instruction present in the binary) is as far as they could be checked.",
                 "warning",
             )
@@ -144,9 +119,9 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
     sec.blocks.append(
         Paragraph(
             "Success means compiled, correct on every check, and every target instruction's Nsight Compute "
-            "predicated-on thread count above zero. Rate intervals are 95% Wilson score intervals; speedup "
-            f"and paired-difference intervals are 95% percentile bootstrap intervals ({metrics.N_BOOT} "
-            "resamples). fast_p is KernelBench's: the fraction of all episodes that "
+            "predicated-on thread count above zero. Rate intervals are 95% Wilson score intervals, paired "
+            "differences of rates get Newcombe's paired score interval, and speedup intervals are 95% "
+            f"percentile bootstrap intervals ({metrics.N_BOOT} resamples). fast_p is KernelBench's: the fraction of all episodes that "
             "succeeded with speedup over the library baseline greater than p. Geometric-mean speedup is over "
             "successful, timed episodes.",
             "note",
@@ -155,14 +130,29 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
     return sec
 
 
+def _transcript_link(r: EpisodeRow, out: Path, base: Path) -> str:
+    if not r.transcript_md:
+        return "–"
+    rel = os.path.relpath(out / r.transcript_md, base)
+    return f"[transcript]({Path(rel).as_posix()})"
+
+
 def build_report(
-    out: Path, *, prices: PriceTable | None = None, on_step: Callable[[str], None] | None = None
+    out: Path,
+    *,
+    prices: PriceTable | None = None,
+    on_step: Callable[[str], None] | None = None,
+    link_base: Path | None = None,
 ) -> Document:
+    """The report of the bench folder ``out``; transcript links are relative to ``link_base`` (where the
+    report will be written; default ``out``)."""
     step = on_step or (lambda _s: None)
     with BenchStore(out, create=False) as store:
         step("reading the bench database")
         all_rows = store.episodes()
         rounds = store.rounds(light=True)
+    from . import plots  # matplotlib, imported once there is a study to draw
+
     if prices is not None:
         all_rows = _reprice(all_rows, prices)
     all_rows = short_models(all_rows)
@@ -177,6 +167,9 @@ def build_report(
     sec.blocks.append(_main_table(by_cm, ("condition", "model")))
     doc.sections.append(sec)
 
+    step("per task")
+    doc.sections.append(sections.per_task(done))
+
     step("task families and levels")
     sec = Section("By task family and level")
     sec.blocks.append(_main_table(metrics.aggregate(done, ("family", "condition")), ("family", "condition")))
@@ -187,17 +180,27 @@ def build_report(
     step("success@round curves")
     curves = metrics.success_curves(done, "condition", "solved_round")
     static_curves = metrics.success_curves(done, "condition", "first_static_round")
-    sec = Section("Solved within k rounds", [Figure("success_at_round", plots.round_curves_chart(curves, static_curves),
+    unknown = {c: metrics.gpu_not_run([r for r in done if r.condition == c]) for c in curves}
+    chart = plots.round_curves_chart(curves, static_curves, frozenset(c for c, u in unknown.items() if u))
+    sec = Section("Solved within k rounds", [Figure("success_at_round", chart,
                   "success@k per condition (solid, 95% band) and instructions-in-SASS@k (dashed)")])  # fmt: skip
     k_max = max((len(v) for v in curves.values()), default=0)
     sec.blocks.append(
         Table(
             ["condition", "measure", *(f"k={k}" for k in range(1, k_max + 1))],
-            [[c, "success", *(pct(r, False) for r in curves[c])] for c in curves]
-            + [[c, "in SASS", *(pct(r, False) for r in static_curves[c])] for c in static_curves],
+            [[c, "success", *(pct(r, na=unknown[c]) for r in curves[c])] for c in curves]
+            + [[c, "in SASS", *(pct(r) for r in static_curves[c])] for c in static_curves],
+            caption="fraction of episodes solved (or with every target instruction in the SASS) by round k, "
+            "with 95% Wilson intervals",
         )
     )
     doc.sections.append(sec)
+
+    step("pass@k")
+    doc.sections.append(sections.pass_at_k(done))
+
+    step("external numbers")
+    doc.sections.append(sections.external(done))
 
     step("paired comparisons")
     sec = Section("Paired comparisons between conditions")
@@ -208,9 +211,18 @@ def build_report(
     for field, label in (("success", "success"), ("static_ok", "in SASS")):
         for c in metrics.compare_conditions(done, field):
             ci = f" [{c.ci_low:+.2f}, {c.ci_high:+.2f}]" if c.ci_low is not None else ""
+            pair_rows = [
+                r
+                for r in done
+                if r.model == c.group["model"] and r.condition in (c.condition_a, c.condition_b)
+            ]
+            if field in metrics.GPU_FIELDS and metrics.gpu_not_run(pair_rows):
+                rows.append([str(c.group["model"]), label, c.condition_a, c.condition_b, str(c.pairs),
+                             *["–"] * 4, NA_GPU, "–"])  # fmt: skip
+                continue
             rows.append([
                 str(c.group["model"]), label, c.condition_a, c.condition_b, str(c.pairs), str(c.both),
-                str(c.only_a), str(c.only_b), str(c.neither), f"{_num(c.diff, '{:+.2f}')}{ci}", _num(c.p_value, "{:.3f}"),
+                str(c.only_a), str(c.only_b), str(c.neither), f"{num(c.diff, '{:+.2f}')}{ci}", num(c.p_value, "{:.3f}"),
             ])  # fmt: skip
     sec.blocks.append(
         Table(["model", "measure", "A", "B", "pairs", "both", "only A", "only B", "neither", "diff [95% CI]", "p"], rows)
@@ -225,6 +237,9 @@ def build_report(
             speeds.setdefault(r.condition, []).append(r.speedup)
     doc.sections.append(Section("Speedup distribution", [Figure("speedups", plots.speedup_chart(speeds),
                         "speedup of each successful episode over the library baseline, by condition")]))  # fmt: skip
+
+    step("cost")
+    doc.sections.append(sections.cost(out, done))
 
     step("failure reasons")
     family = {r.episode_id: r.family for r in done}
@@ -243,8 +258,8 @@ def build_report(
     doc.sections.append(Section("Episodes", [Table(
         ["episode", "task", "model", "condition", "sample", "status", "stop", "rounds", "last outcome", "speedup", "transcript"],
         [[r.episode_id, r.task_id, r.model, r.condition, str(r.sample), r.status, r.stop_reason or "–",
-          str(r.rounds_used), (last.get(r.episode_id) or r.error or "–")[:140], _num(r.speedup),
-          f"`{r.transcript_md}`" if r.transcript_md else "–"] for r in all_rows],
+          str(r.rounds_used), (last.get(r.episode_id) or r.error or "–")[:140], num(r.speedup),
+          _transcript_link(r, out, link_base or out)] for r in all_rows],
     )]))  # fmt: skip
     return doc
 
@@ -259,8 +274,8 @@ def write_report(
     """Write ``report.md`` (+ ``figures/*.png``) and the self-contained ``report.html`` into ``dest``
     (default: the bench folder itself)."""
     out = Path(out).expanduser().resolve()
-    doc = build_report(out, prices=prices, on_step=on_step)
     target = Path(dest).expanduser().resolve() if dest is not None else out
+    doc = build_report(out, prices=prices, on_step=on_step, link_base=target)
     target.mkdir(parents=True, exist_ok=True)
     if on_step:
         on_step("writing files")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .common import console, err_console, fail
+from .common import console, err_console, fail, quiet_model_loading
 
 #: what the demo's three rounds must show (checked, so the demo fails loudly when a part misbehaves)
 DEMO_TASK = "warp-reduce-redux"
@@ -93,8 +93,10 @@ def run_cmd(
     runs_dir: Annotated[Path | None, typer.Option(help="where checkpoints and transcripts go")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
-    """Run the agent on one task. Exit 0 when solved (or nothing failed and only GPU stages were
-    skipped), 1 when the round limit was reached, 2 on a harness failure (resumable with --episode)."""
+    """Run the agent on one task (resumable with --episode).
+
+    Exit 0 when solved (or nothing failed and only GPU stages were skipped), 1 when the round limit was reached, 2 on a harness failure."""
+    quiet_model_loading()  # a retrieval condition loads the embedding model
     from ptxrag.agent_graph import ConditionError, EpisodeMismatch, ModelConfigError, RetrievalUnavailable
     from ptxrag.tasks import TaskError
 
@@ -149,8 +151,10 @@ def _demo_retriever() -> tuple[Any | None, str]:
 def demo_cmd(
     runs_dir: Annotated[Path | None, typer.Option(help="where checkpoints and transcripts go")] = None,
 ) -> None:
-    """Offline demo: a scripted model solves warp-reduce-redux in three rounds through the real graph,
-    retriever and sandbox. Exit 0 when every part behaved as designed."""
+    """Offline demo: a scripted model solves warp-reduce-redux in three rounds.
+
+    The model's replies come from ptxrag/agent_graph/demo/warp-reduce-redux.toml; the graph, retriever and sandbox are the real ones. Exit 0 when every part behaved as designed."""
+    quiet_model_loading()  # the retriever loads the embedding model once an index exists
     from ptxrag.agent_graph import KnowledgeUnavailable, SandboxError
     from ptxrag.sandbox import Sandbox, ToolchainError
 
@@ -236,6 +240,7 @@ def demo_problems(result: Any, *, gpu: bool) -> list[str]:
 
 def mcp_cmd() -> None:
     """Serve search_ptx_docs, read_section, list_tasks and evaluate_kernel over MCP (stdio)."""
+    quiet_model_loading()
     from ptxrag.agent_graph.mcp_server import serve
 
     serve()

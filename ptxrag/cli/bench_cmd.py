@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .common import console, err_console, fail
+from .common import console, err_console, fail, quiet_model_loading
 
 
 def _split(values: list[str]) -> list[str]:
@@ -76,8 +76,10 @@ def bench_cmd(
     ] = None,
     ray_cpus: Annotated[int | None, typer.Option(help="CPUs of a Ray instance started here")] = None,
 ) -> None:
-    """Run a study: one episode per (task, model, condition, sample), resumable. Re-running the same command
-    skips finished episodes and resumes the rest. Exit 0 when every episode finished, 2 otherwise."""
+    """Run a study: one episode per (task, model, condition, sample), resumable.
+
+    Re-running the same command skips finished episodes and resumes the rest. replay:DIR models read one scripted trajectory per task, DIR/<task id>.toml. Exit 0 when every episode finished, 2 otherwise."""
+    quiet_model_loading()  # retrieval conditions load the embedding model
     from ptxrag.bench import BenchConfigError, BenchEvent, BenchSpec, run_bench
     from ptxrag.bench.executors.ray_cluster import RayUnavailable
     from ptxrag.sandbox import ToolchainError

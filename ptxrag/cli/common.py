@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -22,3 +23,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def styled(status: str) -> str:
     return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+def quiet_model_loading() -> None:
+    """No progress bars or load reports of Hugging Face's own while the embedding model loads (transformers
+    draws a tqdm "Loading weights" bar on stderr). Call before anything imports transformers: the
+    environment is read once, at import; if it is already imported its bar is switched off directly.
+    A user's own setting of these variables wins."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .common import console, err_console, fail
+from .common import console, err_console, fail, quiet_model_loading
 
 corpus_app = typer.Typer(help="Manuals per GPU generation: add, list, diff, remove.", no_args_is_help=True)
 
@@ -36,12 +36,7 @@ def _limit_threads() -> None:
         threadpool_limits(1, user_api="blas")
     except ImportError:  # pragma: no cover - threadpoolctl comes with the dependencies
         pass
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
+    quiet_model_loading()
 
 
 def _errors() -> tuple[type[Exception], ...]:
