@@ -8,6 +8,7 @@ again for a reply it already gave). Transcripts are rewritten after every round.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec, load_task
 
-from .conditions import Condition, load_condition
+from .conditions import Condition, HistoryMode, load_condition
 from .graph import build_graph, sqlite_checkpointer
 from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable
 from .models import ChatModel, ModelCallError, RetryPolicy, as_chat_model
@@ -77,6 +78,15 @@ class EpisodeResult(BaseModel):
     checkpoint_db: str
     resumed: bool = Field(False, description="this call continued an episode that had already started")
     wall_s: float = 0.0
+    context_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="cl100k_base tokens over the episode: static layers (once each), retrieved:<source> and "
+        "history summed over rounds, and sent: every request whole",
+    )
+    context_fingerprint: str = Field(
+        "",
+        description="hash of what the condition puts in front of the model for this task (static text, retrieval settings)",
+    )
 
     @property
     def best(self) -> RoundRecord | None:
@@ -127,7 +137,7 @@ def default_runs_dir() -> Path:
 def run_task(
     task: str | TaskSpec,
     *,
-    model: str | BaseChatModel | ChatModel,
+    model: str | BaseChatModel | ChatModel | Callable[..., Any],
     condition: str | Path | Condition = "rag+templates",
     max_rounds: int = 8,
     sandbox: Evaluator | str | None = None,
@@ -138,6 +148,7 @@ def run_task(
     runs_dir: Path | None = None,
     on_event: Callable[[AgentEvent], None] | None = None,
     retry: RetryPolicy | None = None,
+    history: HistoryMode | None = None,
 ) -> EpisodeResult:
     """Run (or resume) one episode. Harness failures end it with ``interrupted`` set and the error kept;
     calling again with the same ``episode_id`` resumes it. Bad arguments raise before anything runs."""
@@ -146,6 +157,8 @@ def run_task(
     cond = condition if isinstance(condition, Condition) else load_condition(condition)
     if budget_tokens is not None:
         cond = cond.with_budget(budget_tokens)
+    if history is not None:
+        cond = cond.with_history(history)
     if not 1 <= max_rounds <= 50:
         raise ValueError(f"max_rounds must be between 1 and 50, not {max_rounds}")
     chat = as_chat_model(model, retry)
@@ -179,8 +192,6 @@ def run_task(
                 "condition": cond,
                 "model_label": chat.label,
                 "max_rounds": max_rounds,
-                "rounds": [],
-                "shown": [],
             }
         stop: str | None = None
         error: str | None = None
@@ -210,6 +221,7 @@ def run_task(
     usage = TokenUsage()
     for r in rounds:
         usage = usage + r.usage
+    static_ctx = values.get("static_context")
     result = EpisodeResult(
         episode_id=eid,
         task_id=spec.id,
@@ -219,7 +231,9 @@ def run_task(
         error=error,
         rounds=rounds,
         best_round=values.get("best_round"),
-        static_context=values.get("static_context"),
+        static_context=static_ctx,
+        context_tokens=context_totals(static_ctx, rounds),
+        context_fingerprint=context_fingerprint(values.get("condition", cond), static_ctx),
         max_rounds=values.get("max_rounds", max_rounds),
         budget_tokens=values.get("condition", cond).budget_tokens,
         usage=usage,
@@ -232,6 +246,34 @@ def run_task(
     _write(folder, header, values, result)
     emit(AgentEvent(kind="stop", round=len(rounds), outcome=stop, success=result.success))
     return result
+
+
+def context_totals(static: ContextBlock | None, rounds: list[RoundRecord]) -> dict[str, int]:
+    """Tokens carried over an episode: each static layer once (the same system prompt every round),
+    retrieved sources and history summed over the rounds, and ``sent``: every request whole."""
+    out: dict[str, int] = dict(static.tokens_by_source()) if static else {}
+    for r in rounds:
+        for k, v in r.layer_tokens.items():
+            if k.startswith("retrieved:"):
+                out[k] = out.get(k, 0) + v
+    out["history"] = sum(r.history_tokens for r in rounds)
+    out["sent"] = sum(r.sent_tokens for r in rounds)
+    return out
+
+
+def context_fingerprint(cond: Condition, static: ContextBlock | None) -> str:
+    """Equal for two conditions that put the same knowledge in front of the model for a task: the same
+    static text and the same retrieval settings and budget (names and descriptions aside)."""
+    retrieval = cond.retrieval.model_dump_json() if cond.retrieval.enabled else "off"
+    blob = "\0".join(
+        [
+            static.text if static else "",
+            retrieval,
+            str(cond.retrieval_budget_tokens),
+            cond.history.model_dump_json(),
+        ]
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _check_same(eid: str, values: dict[str, Any], task_id: str, cond: Condition, model: str) -> None:
@@ -259,6 +301,7 @@ def _header(eid: str, task_id: str, cond: Condition, model: str, max_rounds: int
         "condition_spec": cond.model_dump(mode="json"),
         "model": model,
         "budget_tokens": cond.budget_tokens,
+        "history": cond.history.model_dump(mode="json"),
         "tokenizer": TOKENIZER,
         "max_rounds": max_rounds,
     }
@@ -273,7 +316,17 @@ def _write(
     summary = None
     if result is not None:
         summary = result.model_dump(
-            mode="json", include={"stop_reason", "error", "best_round", "usage", "resumed", "wall_s"}
+            mode="json",
+            include={
+                "stop_reason",
+                "error",
+                "best_round",
+                "usage",
+                "resumed",
+                "wall_s",
+                "context_tokens",
+                "context_fingerprint",
+            },  # fmt: skip
         )
     write_jsonl(folder / "transcript.jsonl", header, rounds, summary)
     write_markdown(

@@ -1,0 +1,91 @@
+"""What of the conversation is resent each round: the condition's history mode, counted in tokens.
+
+The state keeps every message (transcripts and resumes need them); the request each round is rebuilt
+from the completed rounds' records:
+
+- ``full``: the system prompt, then every earlier round's prompt and reply, then this round's prompt;
+- ``last-k``: the system prompt; one user message with the task prompt (round 1's, which holds the task
+  statement), a line saying how many rounds were left out, and the prompt of the oldest kept round; then
+  the last ``keep_rounds`` rounds verbatim;
+- ``summary``: as ``last-k``, with one line per left-out round (what its code did, the verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from .conditions import HistorySettings
+from .replay import message_text
+from .state import RoundRecord
+from .tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class Request:
+    """The messages sent for one round, and what they cost in ``cl100k_base`` tokens."""
+
+    messages: list[BaseMessage]
+    history_tokens: int
+    """tokens of earlier rounds resent (prompts, replies, summary lines); 0 in round 1"""
+    sent_tokens: int
+    """tokens of every message sent (system prompt, history, this round's prompt)"""
+    rounds_resent: list[int]
+    """earlier rounds resent verbatim"""
+    rounds_summarized: list[int]
+    """earlier rounds given as one line (summary) or left out (last-k)"""
+
+
+def summary_line(r: RoundRecord) -> str:
+    lines = len(r.code.splitlines()) if r.code else 0
+    did = f"a kernel of {lines} lines" if r.code else "no usable code"
+    return f"- round {r.round}: {did}; verdict: {r.outcome}"
+
+
+def build_request(
+    system: BaseMessage, rounds: list[RoundRecord], prompt: str, settings: HistorySettings
+) -> Request:
+    """The request for the round after ``rounds``, whose prompt is ``prompt``."""
+    if settings.mode == "full" or len(rounds) <= settings.keep_rounds:
+        kept, dropped = rounds, []
+    else:
+        kept, dropped = rounds[-settings.keep_rounds :], rounds[: -settings.keep_rounds]
+    msgs: list[BaseMessage] = [system]
+    if dropped:
+        head = [dropped[0].prompt.strip()]
+        if settings.mode == "summary":
+            head.append(
+                f"## Earlier rounds ({len(dropped)}, summarized; their code and verdicts are not repeated)\n\n"
+                + "\n".join(summary_line(r) for r in dropped)
+            )
+        else:
+            head.append(f"({len(dropped)} earlier round(s) left out of this conversation.)")
+        # the oldest kept round's prompt follows in the same user message (roles must alternate)
+        head.append(kept[0].prompt.strip() if kept else prompt.strip())
+        msgs.append(HumanMessage(content="\n\n".join(head) + "\n"))
+        if kept:
+            msgs.append(AIMessage(content=kept[0].reply))
+            for r in kept[1:]:
+                msgs += [HumanMessage(content=r.prompt), AIMessage(content=r.reply)]
+            msgs.append(HumanMessage(content=prompt))
+    else:
+        for r in kept:
+            msgs += [HumanMessage(content=r.prompt), AIMessage(content=r.reply)]
+        msgs.append(HumanMessage(content=prompt))
+    sent = sum(count_tokens(message_text(m)) for m in msgs)
+    history = sent - count_tokens(message_text(system)) - count_tokens(prompt) if rounds else 0
+    return Request(
+        messages=msgs,
+        history_tokens=max(history, 0),
+        sent_tokens=sent,
+        rounds_resent=[r.round for r in kept],
+        rounds_summarized=[r.round for r in dropped],
+    )
+
+
+def visible_rounds(rounds: list[RoundRecord], settings: HistorySettings) -> list[RoundRecord]:
+    """The earlier rounds whose prompts the next request resends verbatim (round 1's is always resent)."""
+    if settings.mode == "full" or len(rounds) <= settings.keep_rounds:
+        return list(rounds)
+    return [rounds[0], *rounds[-settings.keep_rounds :]]
