@@ -16,13 +16,15 @@ from .models import ChatModel, ModelCallError, ModelConfigError, RetryPolicy, is
 from .nodes import AgentDeps, Evaluator, SandboxError
 from .replay import ReplayChatModel, ReplayEntry
 from .retrieval import DocsRetriever, RetrievalUnavailable
-from .state import AgentState, ContextBlock, RetrievalQuery, RoundRecord, ShownSection, TokenUsage
+from .state import AgentInput, AgentState, ContextBlock, RetrievalQuery, RoundRecord, ShownSection, TokenUsage
 from .tokens import TOKENIZER, count_tokens
+from .transcript import transcript_markdown
 
 __all__ = [
     "TOKENIZER",
     "AgentDeps",
     "AgentEvent",
+    "AgentInput",
     "AgentState",
     "ChatModel",
     "Condition",
@@ -60,4 +62,5 @@ __all__ = [
     "make_sandbox",
     "run_task",
     "sqlite_checkpointer",
+    "transcript_markdown",
 ]

@@ -89,3 +89,33 @@ def visible_rounds(rounds: list[RoundRecord], settings: HistorySettings) -> list
     if settings.mode == "full" or len(rounds) <= settings.keep_rounds:
         return list(rounds)
     return [rounds[0], *rounds[-settings.keep_rounds :]]
+
+
+#: tokens a feedback prompt adds around the (capped) verdict and retrieved knowledge: the template,
+#: the instruction-absent lines, notes about the reply
+FEEDBACK_OVERHEAD_TOKENS = 600
+#: tokens of one summary line at most (the outcome is cut to 160 characters)
+SUMMARY_LINE_TOKENS = 80
+
+
+def largest_request_tokens(
+    settings: HistorySettings,
+    *,
+    system_tokens: int,
+    task_prompt_tokens: int,
+    retrieval_tokens: int,
+    max_output_tokens: int,
+    max_rounds: int,
+) -> int:
+    """An upper bound on the largest request of an episode of ``max_rounds`` rounds (cl100k_base): the
+    system prompt, the task prompt, every resent round at its largest (capped verdict, full retrieval
+    budget, a reply at the output limit), summary lines and the last round's prompt."""
+    from .prompts import MAX_FEEDBACK_TOKENS
+
+    feedback = MAX_FEEDBACK_TOKENS + FEEDBACK_OVERHEAD_TOKENS + retrieval_tokens
+    task = task_prompt_tokens + retrieval_tokens
+    earlier = max_rounds - 1
+    kept = earlier if settings.mode == "full" else min(settings.keep_rounds, earlier)
+    dropped = earlier - kept
+    summary = dropped * SUMMARY_LINE_TOKENS + 40 if settings.mode == "summary" and dropped else 0
+    return system_tokens + task + kept * (max(feedback, task) + max_output_tokens) + summary + feedback

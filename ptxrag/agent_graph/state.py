@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Required, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict as SchemaTypedDict
 
 from ptxrag.sandbox.results import EvaluationReport
 
@@ -173,7 +174,7 @@ class AgentState(TypedDict, total=False):
     """Set by route when the episode ends."""
 
 
-class AgentInput(TypedDict, total=False):
+class AgentInput(SchemaTypedDict, total=False):
     """What ``build_graph().invoke(...)`` takes (with ``context=AgentDeps(...)``); the rest of the state
     is filled in by the graph. ``ptxrag.agent_graph.transcript_markdown(final_state)`` renders the
     transcript of the state it returns."""

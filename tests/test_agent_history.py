@@ -1,0 +1,58 @@
+"""History modes keep every suite task's 8-round episode within the model's context window."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxrag.agent_graph import builtin_conditions, count_tokens, load_condition
+from ptxrag.agent_graph.history import largest_request_tokens
+from ptxrag.agent_graph.knowledge import CorpusKnowledge, build_static_context
+from ptxrag.agent_graph.models import DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS
+from ptxrag.agent_graph.prompts import system_prompt, task_prompt
+from ptxrag.tasks import list_tasks
+
+
+def _largest(cond, task, pack):
+    static = build_static_context(cond, task, pack)
+    return largest_request_tokens(
+        cond.history,
+        system_tokens=count_tokens(system_prompt(static)),
+        task_prompt_tokens=count_tokens(task_prompt(task, None)),
+        retrieval_tokens=cond.retrieval_budget_tokens,
+        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
+        max_rounds=8,
+    )
+
+
+@pytest.mark.parametrize("name", builtin_conditions())
+def test_default_history_keeps_eight_rounds_within_the_context_window(name):
+    cond = load_condition(name)
+    assert cond.history.mode == "summary"
+    pack = CorpusKnowledge()
+    worst = max(_largest(cond, t, pack) for t in list_tasks())
+    assert worst <= DEFAULT_CONTEXT_WINDOW_TOKENS, (name, worst)
+
+
+def test_full_history_would_not_fit_so_the_default_matters():
+    cond = load_condition("rag+templates").with_history("full")
+    pack = CorpusKnowledge()
+    worst = max(_largest(cond, t, pack) for t in list_tasks())
+    assert worst > DEFAULT_CONTEXT_WINDOW_TOKENS
+
+
+def test_a_huge_compiler_log_is_capped_in_the_feedback_prompt():
+    from test_agent_doubles import report
+
+    from ptxrag.agent_graph.history import FEEDBACK_OVERHEAD_TOKENS
+    from ptxrag.agent_graph.prompts import MAX_FEEDBACK_TOKENS, feedback_prompt
+    from ptxrag.agent_graph.state import RoundRecord
+    from ptxrag.sandbox.results import CompileResult
+
+    rep = report("warp-reduce-redux", "compile")
+    log = "\n".join(f"kernel.cu({i}): error: identifier undefined_{i} is undefined" for i in range(3000))
+    rep = rep.model_copy(update={"compile": CompileResult(status="failed", message="compile error", log=log)})
+    rec = RoundRecord(round=1, prompt="p", reply="r", code="c", report=rep, outcome="compile failed")
+    assert count_tokens(rep.feedback()) > 5 * MAX_FEEDBACK_TOKENS  # the log really is huge
+    prompt = feedback_prompt(rec, None)
+    assert count_tokens(prompt) <= MAX_FEEDBACK_TOKENS + FEEDBACK_OVERHEAD_TOKENS
+    assert "cut here" in prompt and "undefined_0 " in prompt
