@@ -234,11 +234,23 @@ def demo_problems(result: Any, *, gpu: bool) -> list[str]:
     return out
 
 
-def mcp_cmd() -> None:
+def mcp_cmd(
+    home: Annotated[
+        Path | None,
+        typer.Option(help="data directory with the index (default: PTXRAG_HOME); MCP clients often start "
+                     "servers with a clean environment, so give it here"),
+    ] = None,
+) -> None:  # fmt: skip
     """Serve search_ptx_docs, read_section, list_tasks and evaluate_kernel over MCP (stdio)."""
+    import os
+
     from ptxrag.agent_graph.mcp_server import serve
 
-    serve()
+    if home is not None:
+        home = home.expanduser().resolve()
+        # the whole process (sandbox compile cache too) uses this home, as if PTXRAG_HOME were set
+        os.environ["PTXRAG_HOME"] = str(home)
+    serve(home)
 
 
 def register(app: typer.Typer) -> None:
