@@ -63,7 +63,26 @@ def _run_with_progress(*, progress_to_stderr: bool = False, **kwargs: Any) -> An
         return run_task(on_event=on_event, **kwargs)
 
 
-def _summary(result: Any) -> None:
+def resume_command(result: Any, *, sandbox: str = "local", history: str | None = None) -> str:
+    """The whole command that resumes ``result``'s episode (model, condition, limits, runs folder, id)."""
+    import shlex
+    from pathlib import Path
+
+    cond = result.condition
+    args = ["ptxrag", "run", result.task_id, "--model", result.model]
+    args += [
+        "--condition",
+        cond.source_file if cond.source_file and not cond.source_file.startswith("builtin:") else cond.name,
+    ]
+    args += ["--max-rounds", str(result.max_rounds), "--budget", str(result.budget_tokens)]
+    args += ["--history", history or cond.history.mode]
+    if sandbox != "local":
+        args += ["--sandbox", sandbox]
+    args += ["--runs-dir", str(Path(result.checkpoint_db).parent), "--episode", result.episode_id]
+    return shlex.join(args)
+
+
+def _summary(result: Any, resume: str = "") -> None:
     console.print(_progress_table(result))
     best = result.best
     console.print(
@@ -77,7 +96,9 @@ def _summary(result: Any) -> None:
     console.print(f"transcript: {result.transcript_md}\n            {result.transcript_jsonl}")
     if result.interrupted:
         err_console.print(f"[bold red]interrupted:[/] {result.error}")
-        err_console.print(f"resume with: ptxrag run {result.task_id} --episode {result.episode_id} ...")
+        err_console.print(
+            "resume with:", resume or resume_command(result), markup=False, highlight=False, soft_wrap=True
+        )
 
 
 def run_cmd(
@@ -91,6 +112,9 @@ def run_cmd(
     ] = None,
     episode: Annotated[str | None, typer.Option(help="episode id: resumes it when it exists")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="where checkpoints and transcripts go")] = None,
+    history: Annotated[
+        str | None, typer.Option(help="history mode: full, last-k or summary (default: the condition's)")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Run the agent on one task. Exit 0 when solved (or nothing failed and only GPU stages were
@@ -108,6 +132,7 @@ def run_cmd(
             budget_tokens=budget,
             episode_id=episode,
             runs_dir=runs_dir,
+            history=history,
             progress_to_stderr=json_out,
         )
     except (
@@ -119,10 +144,13 @@ def run_cmd(
         ValueError,
     ) as e:
         fail(str(e))
+    resume = resume_command(result, sandbox=sandbox, history=history)
     if json_out:
         print(result.model_dump_json(indent=2))
+        if result.interrupted:
+            err_console.print("resume with:", resume, markup=False, highlight=False, soft_wrap=True)
     else:
-        _summary(result)
+        _summary(result, resume)
     if result.interrupted:
         raise typer.Exit(2)
     if result.stop_reason == "round_limit":
