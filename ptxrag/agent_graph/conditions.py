@@ -69,6 +69,11 @@ class Condition(_Frozen):
     retrieval: RetrievalSettings = RetrievalSettings()
     budget_tokens: int = Field(DEFAULT_BUDGET_TOKENS, ge=256, le=200_000)
     history: HistorySettings = HistorySettings()
+    static_fill: bool = Field(
+        False,
+        description="after the part of each layer the task needs, add further whole documents of the "
+        "layer while the budget has room (off: the prompt carries exactly what the task needs)",
+    )
     source_file: str | None = Field(None, description="where the condition was loaded from")
 
     @model_validator(mode="after")

@@ -196,8 +196,9 @@ def build_static_context(
 
     First, layer by layer in the condition's order, the part of the layer the task's required
     instructions need (the hardware card; the template families that wrap them; the contracts that
-    concern them), included whole or not at all; then, while room is left, further documents of the
-    included layers, each whole. What was left out, and why, is in the block's notes."""
+    concern them), included whole or not at all; then, with ``condition.static_fill``, further documents
+    of the included layers, each whole, while room is left. What was left out, and why, is in the
+    block's notes."""
     if not condition.static:
         return None
     budget = condition.static_budget_tokens
@@ -227,7 +228,7 @@ def build_static_context(
             )
             chosen.pop(name)
     for name, docs in by_layer.items():
-        if name not in chosen:
+        if name not in chosen or not condition.static_fill:
             continue
         for d in (d for d in docs if d.priority != 0):
             if cost[id(d)] <= left:
