@@ -12,7 +12,7 @@ import re
 from itertools import product
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec
@@ -47,6 +47,12 @@ class BenchSpec(_Frozen):
         if not v or any(not 256 <= b <= 200_000 for b in v) or len(set(v)) != len(v):
             raise ValueError("budgets: distinct token counts between 256 and 200000")
         return v
+
+    @model_validator(mode="after")
+    def _one_budget_setting(self) -> BenchSpec:
+        if self.budgets and self.budget_tokens is not None:
+            raise ValueError("give either a budget or budgets (a study axis), not both")
+        return self
 
     @property
     def budget_axis(self) -> list[int | None]:
@@ -155,8 +161,9 @@ def model_for_task(model: str, task_id: str) -> str:
     return model
 
 
-def resolve(spec: BenchSpec) -> list[Episode]:
-    """Every episode of the study, in a stable order; raises BenchConfigError on anything unusable."""
+def resolve(spec: BenchSpec, *, check_models: bool = True) -> list[Episode]:
+    """Every episode of the study, in a stable order; raises BenchConfigError on anything unusable.
+    ``check_models=False`` (a dry run) does not ask for credentials, only for well-formed specs."""
     from ptxrag.agent_graph import ConditionError, ModelConfigError, load_condition, make_chat_model
     from ptxrag.tasks import TaskError, load_task
 
@@ -178,7 +185,10 @@ def resolve(spec: BenchSpec) -> list[Episode]:
     for m in models:
         for task in tasks:
             try:
-                make_chat_model(model_for_task(m, task.id))
+                if check_models or m.startswith("replay:"):
+                    make_chat_model(model_for_task(m, task.id))
+                elif m.partition(":")[0] not in ("anthropic", "openai") or not m.partition(":")[2]:
+                    raise ModelConfigError(f"model spec {m!r} is not anthropic:, openai: or replay:")
             except ModelConfigError as e:
                 problems.append(f"model {m} for task {task.id}: {e}")
     if len({t.id for t in tasks}) != len(tasks):
@@ -198,7 +208,7 @@ def resolve(spec: BenchSpec) -> list[Episode]:
                 task=task,
                 model_spec=model_for_task(model, task.id),
                 # with budgets as an axis, each budget is its own condition in every table: name@8k
-                condition_name=f"{cname}@{budget_label(budget)}" if on_axis is not None else cname,
+                condition_name=f"{cname}@{budget_label(on_axis)}" if on_axis is not None else cname,
                 max_rounds=spec.max_rounds,
                 budget_tokens=budget,
             )
