@@ -21,6 +21,7 @@ def _progress_table(result: Any) -> Table:
         "round",
         "outcome",
         "knowledge (tokens)",
+        "per layer, history, request",
         "retrieved sections",
         "model tokens in/out",
         "eval s",
@@ -32,10 +33,12 @@ def _progress_table(result: Any) -> Table:
         )
         know = f"static {r.static_tokens} + retrieved {r.retrieved_tokens} / {result.budget_tokens}"
         style = "green" if r.success else ("yellow" if r.report and r.report.first_failure is None else "red")
+        layers = ", ".join(f"{k} {v}" for k, v in r.layer_tokens.items()) or "-"
         t.add_row(
             str(r.round),
             f"[{style}]{r.outcome}[/]",
             know,
+            f"{layers}; history {r.history_tokens}; request {r.sent_tokens}",
             secs[:300] or "-",
             f"{r.usage.input_tokens}/{r.usage.output_tokens}",
             f"{r.eval_wall_s:.1f}",
