@@ -84,6 +84,21 @@ def test_dry_run_prints_episodes_tokens_cost_and_gpu_time_without_a_key_or_a_fol
     assert small.static_tokens < 1000 < 9000 < large.static_tokens
     assert large.input_tokens > small.input_tokens and small.cost_usd is not None and small.cost_usd > 0
     assert plan.gpu_s == pytest.approx(2 * 2 * 21.8)
+    assert plan.identical == []
+
+
+def test_dry_run_names_conditions_that_give_a_task_the_same_prompt():
+    from ptxrag.bench.plan import plan_bench
+
+    spec = BenchSpec(tasks=["warp-reduce-redux", "bulk-copy-scale"], models=["anthropic:claude-sonnet-4-5"],
+                     conditions=["templates", "contracts"], budgets=[16000, 32000], max_rounds=1)  # fmt: skip
+    identical = sorted(plan_bench(spec).identical)
+    # no contract covers redux.sync, and each task's needed layers fit either budget whole
+    assert identical == [
+        ("bulk-copy-scale", ["contracts@16k", "contracts@32k"]),
+        ("bulk-copy-scale", ["templates@16k", "templates@32k"]),
+        ("warp-reduce-redux", ["contracts@16k", "contracts@32k", "templates@16k", "templates@32k"]),
+    ]
 
 
 @pytest.fixture(scope="module")

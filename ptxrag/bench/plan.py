@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ptxrag.agent_graph import load_condition
 from ptxrag.agent_graph.conditions import Condition
+from ptxrag.agent_graph.episode import context_fingerprint
 from ptxrag.agent_graph.history import FEEDBACK_OVERHEAD_TOKENS, SUMMARY_LINE_TOKENS
 from ptxrag.agent_graph.knowledge import CorpusKnowledge, KnowledgeProvider, build_static_context
 from ptxrag.agent_graph.prompts import system_prompt, task_prompt
@@ -55,6 +56,9 @@ class BenchPlan(BaseModel):
     )
     gpu_s: float
     assumptions: dict[str, float]
+    identical: list[tuple[str, list[str]]] = Field(
+        default_factory=list, description="(task, conditions that give it the same prompt)"
+    )
 
 
 def episode_tokens(
@@ -98,6 +102,7 @@ def plan_bench(
     knowledge = knowledge or CorpusKnowledge()
     episodes: list[Episode] = resolve(spec, check_models=False)  # no key needed to price a study
     cache: dict[tuple[str, str, int | None], tuple[int, int, int]] = {}
+    prints: dict[str, dict[str, set[str]]] = {}
     out: list[EpisodeEstimate] = []
     for ep in episodes:
         key = (ep.task.id, ep.key.condition, ep.budget_tokens)
@@ -105,6 +110,8 @@ def plan_bench(
             cond = load_condition(ep.key.condition)
             if ep.budget_tokens is not None:
                 cond = cond.with_budget(ep.budget_tokens)
+            fp = context_fingerprint(cond, build_static_context(cond, ep.task, knowledge))
+            prints.setdefault(ep.task.id, {}).setdefault(fp, set()).add(ep.condition_name)
             cache[key] = episode_tokens(
                 cond,
                 ep.task,
@@ -136,6 +143,7 @@ def plan_bench(
         episodes=out,
         per_model=per_model,
         gpu_s=sum(e.gpu_s for e in out),
+        identical=[(t, sorted(c)) for t, fps in prints.items() for c in fps.values() if len(c) > 1],
         assumptions={
             "reply_tokens": reply_tokens,
             "feedback_tokens": feedback_tokens,

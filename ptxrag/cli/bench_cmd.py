@@ -83,6 +83,8 @@ def _print_plan(spec: Any) -> None:
             "– (no price in prices.toml)" if cost is None else f"{cost:.2f}",
         )  # fmt: skip
     console.print(m)
+    for task, conds in plan.identical:
+        console.print(f"same prompt for {task}: " + " = ".join(conds) + " (they measure the same thing)")
     a = plan.assumptions
     console.print(
         f"GPU time: at most {plan.gpu_s / 3600:.1f} h ({a['gpu_s_per_evaluation']} s per evaluation, every round "
