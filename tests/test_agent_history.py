@@ -56,3 +56,21 @@ def test_a_huge_compiler_log_is_capped_in_the_feedback_prompt():
     prompt = feedback_prompt(rec, None)
     assert count_tokens(prompt) <= MAX_FEEDBACK_TOKENS + FEEDBACK_OVERHEAD_TOKENS
     assert "cut here" in prompt and "undefined_0 " in prompt
+
+
+def test_a_replay_model_answers_by_round_even_when_history_is_summarized(tmp_path):
+    """The request resends only some rounds; the replay still gives round k its k-th reply, because the
+    agent passes the episode's reply count in the call's metadata."""
+    from test_agent_doubles import PackDouble, ScriptedSandbox, kernel_reply
+
+    from ptxrag.agent_graph import ReplayChatModel, run_task
+
+    replay = ReplayChatModel.from_replies([kernel_reply(f"v{i}") for i in range(1, 6)])
+    cond = load_condition("templates").with_history("summary", keep_rounds=1)
+    res = run_task(
+        "warp-reduce-redux", model=replay, condition=cond, sandbox=ScriptedSandbox(["compile"] * 4 + ["success"]),
+        knowledge=PackDouble(), runs_dir=tmp_path, max_rounds=5,
+    )  # fmt: skip
+    assert res.stop_reason == "solved"
+    assert [f"// v{r.round}" in (r.code or "") for r in res.rounds] == [True] * 5
+    assert res.rounds[4].rounds_summarized == [1, 2, 3]
