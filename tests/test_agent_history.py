@@ -74,3 +74,15 @@ def test_a_replay_model_answers_by_round_even_when_history_is_summarized(tmp_pat
     assert res.stop_reason == "solved"
     assert [f"// v{r.round}" in (r.code or "") for r in res.rounds] == [True] * 5
     assert res.rounds[4].rounds_summarized == [1, 2, 3]
+
+
+def test_verdicts_do_not_repeat_a_status_their_message_already_says():
+    from test_agent_doubles import report
+
+    from ptxrag.agent_graph.prompts import verdict_text
+    from ptxrag.sandbox.results import TimingResult
+
+    rep = report("warp-reduce-redux", "unverified")
+    rep = rep.model_copy(update={"timing": TimingResult(status="skipped", message="skipped: no GPU")})
+    text = verdict_text(rep)
+    assert "[timing] skipped: no GPU" in text and "skipped: skipped" not in text

@@ -15,6 +15,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from .prompts import verdict_text
 from .retrieval import default_retriever
 
 
@@ -93,7 +94,7 @@ def sandbox_tool(sandbox: Any = None) -> StructuredTool:
                 else "NOT VERIFIED (GPU stages skipped)"
             )
         )
-        return f"{head}\n{rep.feedback()}"
+        return f"{head}\n{verdict_text(rep)}"
 
     return StructuredTool.from_function(
         evaluate_kernel,

@@ -81,9 +81,21 @@ def verdict_line(report: EvaluationReport | None) -> str:
     return f"{f.stage} {f.status}"
 
 
+def verdict_text(report: EvaluationReport) -> str:
+    """Every stage's status and message (a message that repeats its status, as ``skipped: no GPU`` does,
+    is not prefixed twice), then the compiler output of a failed compile."""
+    lines = []
+    for s in report.stages():
+        msg = s.message.removeprefix(f"{s.status}: ") if s.message.startswith(f"{s.status}:") else s.message
+        lines.append(f"[{s.stage}] {s.status}: {msg}")
+    if report.compile.status == "failed" and report.compile.log:
+        lines.append("compiler output:\n" + report.compile.log)
+    return "\n".join(lines)
+
+
 def report_feedback(report: EvaluationReport) -> str:
     """The verdict in words a model can act on: every stage, compiler errors, instruction evidence."""
-    parts = [report.feedback()]
+    parts = [verdict_text(report)]
     absent = [p for p in report.static.instructions if not p.present]
     for p in absent:
         parts.append(
