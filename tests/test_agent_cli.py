@@ -152,3 +152,28 @@ def test_an_interrupted_run_prints_the_whole_command_that_resumes_it(monkeypatch
     assert again.exit_code == 1, again.output  # round limit: the demo's first two replies fail
     rows = [json.loads(x) for x in (runs / "ep-1" / "transcript.jsonl").read_text().splitlines()]
     assert rows[-1]["resumed"] is True and len([r for r in rows if r["type"] == "round"]) == 2
+
+
+def test_episode_alone_resumes_as_the_episode_was_started(monkeypatch, tmp_path):
+    _no_gpu(monkeypatch)
+    replay = tmp_path / "flaky.toml"
+    replay.write_text('[[reply]]\nerror = "fatal"\ntext = "never"\n')
+    runs = tmp_path / "runs"
+    first = runner.invoke(
+        app,
+        ["run", "warp-reduce-redux", "--model", f"replay:{replay}", "--condition", "hardware", "--max-rounds", "2",
+         "--budget", "5000", "--history", "full", "--runs-dir", str(runs), "--episode", "ep-2"],
+    )  # fmt: skip
+    assert first.exit_code == 2, first.output
+    replay.write_text(DEMO.read_text())
+    again = runner.invoke(app, ["run", "--episode", "ep-2", "--runs-dir", str(runs)])
+    assert again.exit_code == 1, again.output  # resumed with the stored model, condition and limit: 2 rounds
+    rows = [json.loads(x) for x in (runs / "ep-2" / "transcript.jsonl").read_text().splitlines()]
+    assert rows[0]["budget_tokens"] == 5000 and rows[0]["history"]["mode"] == "full"
+    assert rows[-1]["resumed"] is True and len([r for r in rows if r["type"] == "round"]) == 2
+    missing = runner.invoke(app, ["run", "--episode", "nope", "--runs-dir", str(runs)])
+    assert missing.exit_code == 2 and "no episode 'nope'" in missing.output
+    half = runner.invoke(
+        app, ["run", "--episode", "ep-2", "--model", f"replay:{replay}", "--runs-dir", str(runs)]
+    )
+    assert half.exit_code == 2 and "none of them" in half.output

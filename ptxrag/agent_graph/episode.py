@@ -197,6 +197,7 @@ def run_task(
         error: str | None = None
         rounds_cap = int((snap.values or inp or {}).get("max_rounds", max_rounds))
         header = _header(eid, spec.id, cond, chat.label, rounds_cap)
+        header["sandbox"] = sandbox if isinstance(sandbox, str) else "local" if sandbox is None else "custom"
         if not resumed or snap.next:
             try:
                 for mode, chunk in graph.stream(
@@ -274,6 +275,29 @@ def context_fingerprint(cond: Condition, static: ContextBlock | None) -> str:
         ]
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def stored_episode(episode_id: str, runs_dir: Path | None = None) -> dict[str, Any]:
+    """What an episode was started with (task, model, condition as it was then, round limit, sandbox),
+    from its transcript, so ``ptxrag run --episode ID`` alone can resume it. Raises EpisodeMismatch when
+    the episode is not there."""
+    import json
+
+    runs = Path(runs_dir) if runs_dir is not None else default_runs_dir()
+    path = runs / _slug(episode_id) / "transcript.jsonl"
+    if not path.is_file():
+        raise EpisodeMismatch(
+            f"no episode {episode_id!r} under {runs} (looked for {path}); give the task and --model to start it, "
+            "or --runs-dir where it ran"
+        )
+    header = json.loads(path.read_text().splitlines()[0])
+    return {
+        "task": header["task_id"],
+        "model": header["model"],
+        "condition": Condition.model_validate(header["condition_spec"]),
+        "max_rounds": int(header["max_rounds"]),
+        "sandbox": header.get("sandbox", "local"),
+    }
 
 
 def _check_same(eid: str, values: dict[str, Any], task_id: str, cond: Condition, model: str) -> None:

@@ -105,9 +105,16 @@ def _summary(result: Any, resume: str = "") -> None:
 
 
 def run_cmd(
-    task_id: Annotated[str, typer.Argument(help="task id or task folder")],
-    model: Annotated[str, typer.Option(help="anthropic:<model> | openai:<model>@<base_url> | replay:<file>")],
-    condition: Annotated[str, typer.Option(help="built-in condition name or a .toml file")] = "rag+templates",
+    task_id: Annotated[
+        str | None,
+        typer.Argument(help="task id or task folder (leave out with --episode to resume it as it was)"),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="anthropic:<model> | openai:<model>@<base_url> | replay:<file>")
+    ] = None,
+    condition: Annotated[
+        str | None, typer.Option(help="built-in condition name or a .toml file (default rag+templates)")
+    ] = None,
     max_rounds: Annotated[int, typer.Option(help="round limit")] = 8,
     sandbox: Annotated[str, typer.Option(help="'local' or the URL of a sandbox service")] = "local",
     budget: Annotated[
@@ -123,13 +130,26 @@ def run_cmd(
     """Run the agent on one task. Exit 0 when solved (or nothing failed and only GPU stages were
     skipped), 1 when the round limit was reached, 2 on a harness failure (resumable with --episode)."""
     from ptxrag.agent_graph import ConditionError, EpisodeMismatch, ModelConfigError, RetrievalUnavailable
+    from ptxrag.agent_graph.episode import stored_episode
     from ptxrag.tasks import TaskError
 
+    cond: Any = condition or "rag+templates"
     try:
+        if task_id is None or model is None:
+            if episode is None:
+                fail("give a task and --model, or --episode ID alone to resume an episode as it was started")
+            if task_id is not None or model is not None or condition is not None:
+                fail("--episode alone resumes as the episode was started; give the task, --model and "
+                     "--condition too, or none of them")  # fmt: skip
+            stored = stored_episode(episode, runs_dir)
+            task_id, model, cond = stored["task"], stored["model"], stored["condition"]
+            max_rounds = stored["max_rounds"]
+            if str(stored["sandbox"]).startswith(("http://", "https://")):
+                sandbox = stored["sandbox"]
         result = _run_with_progress(
             task=task_id,
             model=model,
-            condition=condition,
+            condition=cond,
             max_rounds=max_rounds,
             sandbox=sandbox,
             budget_tokens=budget,
