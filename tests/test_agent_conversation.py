@@ -191,3 +191,15 @@ def test_a_400_about_something_else_is_not_retried_with_the_other_field(tmp_path
     finally:
         srv.close()
     assert res.stop_reason == "model_error" and len(srv.requests) == 1
+
+
+def test_a_continuation_request_is_counted_in_the_rounds_sent_tokens(tmp_path):
+    full = kernel_reply("counted")
+    srv, model = _openai([Turn(_cut(full), stop="cut"), Turn(full[full.index("extern") :])])
+    try:
+        res, _ = _run(tmp_path, model, ["success"])
+    finally:
+        srv.close()
+    first = sum(count_tokens(t) for _, t in srv.sent_texts(0))
+    second = sum(count_tokens(t) for _, t in srv.sent_texts(1))
+    assert res.rounds[0].sent_tokens == first + second

@@ -28,6 +28,7 @@ from .queries import round_queries
 from .replay import message_text
 from .retrieval import DocsRetriever, RetrievalUnavailable, retrieve_context
 from .state import AgentState, RoundDraft, RoundRecord
+from .tokens import count_tokens
 
 #: a reply cut off at the output limit is continued this many times at most within its round
 MAX_CONTINUATIONS = 1
@@ -126,8 +127,11 @@ def generate(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
     usage = usage_of(reply)
     new_messages: list[Any] = [HumanMessage(content=prompt), reply]
     continuations = 0
-    while stop in CUT_OFF_REASONS and continuations < MAX_CONTINUATIONS:
+    sent = request.sent_tokens
+    # (an empty partial reply cannot be sent back as an assistant turn: it is treated as cut off)
+    while stop in CUT_OFF_REASONS and continuations < MAX_CONTINUATIONS and text.strip():
         continuations += 1
+        sent += request.sent_tokens + count_tokens(text) + count_tokens(CONTINUE_PROMPT)
         _emit(runtime, kind="stage", round=draft.round, stage="continue")
         ask = HumanMessage(content=CONTINUE_PROMPT)
         more = deps.model.invoke(
@@ -169,7 +173,7 @@ def generate(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
         "cut_off": cut_off,
         "continuations": continuations,
         "history_tokens": request.history_tokens,
-        "sent_tokens": request.sent_tokens,
+        "sent_tokens": sent,
         "rounds_summarized": request.rounds_summarized,
     }
     return {"messages": new_messages, "draft": draft.model_copy(update=update)}

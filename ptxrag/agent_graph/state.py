@@ -127,7 +127,10 @@ class RoundRecord(_Frozen):
     cut_off: bool = Field(False, description="the reply (after any continuation) hit the output limit")
     continuations: int = Field(0, description="times the model was asked to continue a cut-off reply")
     history_tokens: int = Field(0, description="tokens of earlier rounds resent with this round's prompt")
-    sent_tokens: int = Field(0, description="tokens of the whole request: system prompt, history, prompt")
+    sent_tokens: int = Field(
+        0,
+        description="tokens of the whole request (system prompt, history, prompt), continuation requests added",
+    )
     rounds_summarized: list[int] = Field(
         default_factory=list, description="earlier rounds not resent verbatim (history mode)"
     )
