@@ -8,9 +8,10 @@ Conditions (what knowledge the model gets) are TOML data: ``builtin_conditions()
 """
 
 from .conditions import Condition, ConditionError, RetrievalSettings, builtin_conditions, load_condition
-from .episode import AgentEvent, EpisodeMismatch, EpisodeResult, make_sandbox, run_task
+from .episode import AgentEvent, EpisodeMismatch, EpisodeResult, context_fingerprint, make_sandbox, run_task
 from .extract import Extraction, NoCodeFound, extract_code
 from .graph import build_graph, sqlite_checkpointer
+from .history import estimate_episode_tokens
 from .knowledge import CorpusKnowledge, KnowledgeItem, KnowledgeProvider, KnowledgeUnavailable
 from .models import ChatModel, ModelCallError, ModelConfigError, RetryPolicy, is_transient, make_chat_model
 from .nodes import AgentDeps, Evaluator, SandboxError
@@ -53,6 +54,8 @@ __all__ = [
     "ShownSection",
     "TokenUsage",
     "build_graph",
+    "context_fingerprint",
+    "estimate_episode_tokens",
     "builtin_conditions",
     "count_tokens",
     "extract_code",

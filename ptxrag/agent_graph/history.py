@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from .conditions import HistorySettings
+from ptxrag.tasks import TaskSpec
+
+from .conditions import Condition, HistorySettings
+from .knowledge import KnowledgeProvider
 from .replay import message_text
 from .state import RoundRecord
 from .tokens import count_tokens
@@ -119,3 +122,37 @@ def largest_request_tokens(
     dropped = earlier - kept
     summary = dropped * SUMMARY_LINE_TOKENS + 40 if settings.mode == "summary" and dropped else 0
     return system_tokens + task + kept * (max(feedback, task) + max_output_tokens) + summary + feedback
+
+
+def estimate_episode_tokens(
+    cond: Condition,
+    task: TaskSpec,
+    knowledge: KnowledgeProvider,
+    rounds: int,
+    *,
+    reply_tokens: int,
+    feedback_tokens: int,
+) -> tuple[int, int, int, str]:
+    """For a dry run: (static tokens, input tokens over ``rounds`` rounds, output tokens, the context
+    fingerprint), counted on the real system and task prompts, with retrieval filling its budget, each
+    verdict ``feedback_tokens`` and each reply ``reply_tokens``, resent as the history mode says."""
+    from .episode import context_fingerprint
+    from .knowledge import build_static_context
+    from .prompts import system_prompt, task_prompt
+
+    static = build_static_context(cond, task, knowledge)
+    system = count_tokens(system_prompt(static))
+    retrieved = cond.retrieval_budget_tokens
+    first = count_tokens(task_prompt(task, None)) + retrieved
+    later = feedback_tokens + FEEDBACK_OVERHEAD_TOKENS + retrieved
+    total = 0
+    for k in range(1, rounds + 1):
+        earlier = list(range(1, k))
+        kept = earlier if cond.history.mode == "full" else earlier[-cond.history.keep_rounds :]
+        dropped = [i for i in earlier if i not in kept]
+        request = system + (first if k == 1 else later)
+        request += sum((first if i == 1 else later) + reply_tokens for i in kept)
+        if dropped:
+            request += first + (len(dropped) * SUMMARY_LINE_TOKENS if cond.history.mode == "summary" else 20)
+        total += request
+    return (static.tokens if static else 0), total, rounds * reply_tokens, context_fingerprint(cond, static)

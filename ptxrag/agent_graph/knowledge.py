@@ -257,12 +257,3 @@ def build_static_context(
         sections=sections,
         notes=notes,
     )
-
-
-def layer_needs(condition: Condition, task: TaskSpec, provider: KnowledgeProvider) -> dict[str, int]:
-    """Tokens of the part of each static layer of ``condition`` that ``task`` needs (what must fit whole)."""
-    out: dict[str, int] = {}
-    for layer in condition.static:
-        docs = provider.documents(layer, task)
-        out[layer] = sum(count_tokens(render_item(d.title, d.text)) + 1 for d in docs if d.priority == 0)
-    return out

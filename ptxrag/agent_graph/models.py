@@ -111,7 +111,6 @@ class ChatModel:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
-    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW_TOKENS
     #: OpenAI-compatible route: which request field carries the output limit
     max_tokens_param: str = ""
     #: OpenAI-compatible route: builds the client for the other field after a 400 that names this one

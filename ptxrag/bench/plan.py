@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.agent_graph import load_condition
-from ptxrag.agent_graph.conditions import Condition
-from ptxrag.agent_graph.episode import context_fingerprint
-from ptxrag.agent_graph.history import FEEDBACK_OVERHEAD_TOKENS, SUMMARY_LINE_TOKENS
-from ptxrag.agent_graph.knowledge import CorpusKnowledge, KnowledgeProvider, build_static_context
-from ptxrag.agent_graph.prompts import system_prompt, task_prompt
-from ptxrag.agent_graph.state import TokenUsage
-from ptxrag.agent_graph.tokens import count_tokens
-from ptxrag.tasks import TaskSpec
+from ptxrag.agent_graph import (
+    CorpusKnowledge,
+    KnowledgeProvider,
+    TokenUsage,
+    estimate_episode_tokens,
+    load_condition,
+)
 
 from .prices import PriceTable, load_prices
 from .study import BenchSpec, Episode, model_label, resolve
@@ -61,34 +59,6 @@ class BenchPlan(BaseModel):
     )
 
 
-def episode_tokens(
-    cond: Condition,
-    task: TaskSpec,
-    knowledge: KnowledgeProvider,
-    rounds: int,
-    *,
-    reply_tokens: int = REPLY_TOKENS,
-    feedback_tokens: int = FEEDBACK_TOKENS,
-) -> tuple[int, int, int]:
-    """(static tokens, input tokens over the episode, output tokens over the episode)."""
-    static = build_static_context(cond, task, knowledge)
-    system = count_tokens(system_prompt(static))
-    retrieved = cond.retrieval_budget_tokens
-    first = count_tokens(task_prompt(task, None)) + retrieved
-    later = feedback_tokens + FEEDBACK_OVERHEAD_TOKENS + retrieved
-    total = 0
-    for k in range(1, rounds + 1):
-        earlier = list(range(1, k))
-        kept = earlier if cond.history.mode == "full" else earlier[-cond.history.keep_rounds :]
-        dropped = [i for i in earlier if i not in kept]
-        request = system + (first if k == 1 else later)
-        request += sum((first if i == 1 else later) + reply_tokens for i in kept)
-        if dropped:
-            request += first + (len(dropped) * SUMMARY_LINE_TOKENS if cond.history.mode == "summary" else 20)
-        total += request
-    return (static.tokens if static else 0), total, rounds * reply_tokens
-
-
 def plan_bench(
     spec: BenchSpec,
     *,
@@ -101,7 +71,7 @@ def plan_bench(
     prices = prices or load_prices()
     knowledge = knowledge or CorpusKnowledge()
     episodes: list[Episode] = resolve(spec, check_models=False)  # no key needed to price a study
-    cache: dict[tuple[str, str, int | None], tuple[int, int, int]] = {}
+    cache: dict[tuple[str, str, int | None], tuple[int, int, int, str]] = {}
     prints: dict[str, dict[str, set[str]]] = {}
     out: list[EpisodeEstimate] = []
     for ep in episodes:
@@ -110,9 +80,7 @@ def plan_bench(
             cond = load_condition(ep.key.condition)
             if ep.budget_tokens is not None:
                 cond = cond.with_budget(ep.budget_tokens)
-            fp = context_fingerprint(cond, build_static_context(cond, ep.task, knowledge))
-            prints.setdefault(ep.task.id, {}).setdefault(fp, set()).add(ep.condition_name)
-            cache[key] = episode_tokens(
+            cache[key] = estimate_episode_tokens(
                 cond,
                 ep.task,
                 knowledge,
@@ -120,7 +88,8 @@ def plan_bench(
                 reply_tokens=reply_tokens,
                 feedback_tokens=feedback_tokens,
             )
-        static, tin, tout = cache[key]
+        static, tin, tout, fp = cache[key]
+        prints.setdefault(ep.task.id, {}).setdefault(fp, set()).add(ep.condition_name)
         cost = prices.cost_usd(ep.key.model, TokenUsage(input_tokens=tin, output_tokens=tout))
         out.append(
             EpisodeEstimate(
