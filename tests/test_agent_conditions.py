@@ -159,7 +159,7 @@ def test_unknown_condition_lists_the_builtin_ones():
 
 
 def test_contracts_without_a_rule_for_the_task_give_the_templates_prompt_and_a_fingerprint_says_so():
-    from ptxrag.agent_graph.episode import context_fingerprint
+    from ptxrag.agent_graph.knowledge import context_fingerprint
 
     pack = CorpusKnowledge()
     fp = {}

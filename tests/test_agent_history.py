@@ -86,3 +86,26 @@ def test_verdicts_do_not_repeat_a_status_their_message_already_says():
     rep = rep.model_copy(update={"timing": TimingResult(status="skipped", message="skipped: no GPU")})
     text = verdict_text(rep)
     assert "[timing] skipped: no GPU" in text and "skipped: skipped" not in text
+
+
+def test_build_request_keeps_the_task_and_the_last_rounds():
+    from langchain_core.messages import SystemMessage
+
+    from ptxrag.agent_graph.conditions import HistorySettings
+    from ptxrag.agent_graph.history import build_request
+    from ptxrag.agent_graph.state import RoundRecord
+
+    rounds = [
+        RoundRecord(round=i, prompt=f"prompt {i}", reply=f"reply {i}", code=None, outcome=f"outcome {i}")
+        for i in range(1, 5)
+    ]
+    req = build_request(
+        SystemMessage("sys"), rounds, "prompt 5", HistorySettings(mode="summary", keep_rounds=2)
+    )
+    assert req.rounds_resent == [3, 4] and req.rounds_summarized == [1, 2]
+    texts = [m.content for m in req.messages]
+    assert texts[0] == "sys" and texts[-1] == "prompt 5" and texts[2] == "reply 3"
+    assert texts[1].startswith("prompt 1") and "- round 2: no usable code; verdict: outcome 2" in texts[1]
+    assert texts[1].rstrip().endswith("prompt 3")
+    full = build_request(SystemMessage("sys"), rounds, "prompt 5", HistorySettings(mode="full"))
+    assert full.rounds_resent == [1, 2, 3, 4] and len(full.messages) == 10

@@ -37,6 +37,7 @@ with open(f"{out}/integrity-smoke.jsonl", "a") as log:
                 "failed_at": ff.stage if ff else None,
                 "wall_s": round(time.time() - t0, 2),
                 "stages": {s.stage: [s.status, s.message[:400]] for s in rep.stages()},
+                "stage_wall_s": {s.stage: round(s.wall_s, 2) for s in rep.stages() if s.wall_s is not None},
             }
             log.write(json.dumps(row) + "\n")
             log.flush()

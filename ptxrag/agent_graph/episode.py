@@ -8,7 +8,6 @@ again for a reply it already gave). Transcripts are rewritten after every round.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -19,13 +18,14 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from ptxrag.base.errors import ConfigInputError
+from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec, load_task
 
 from .conditions import Condition, HistoryMode, load_condition
 from .graph import build_graph, sqlite_checkpointer
-from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable
+from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable, context_fingerprint
 from .models import ChatModel, ModelCallError, RetryPolicy, as_chat_model
-from .nodes import AgentDeps, Evaluator, SandboxError
+from .nodes import AgentDeps, SandboxError
 from .replay import message_text
 from .retrieval import DocsRetriever, RetrievalUnavailable, default_retriever
 from .state import ContextBlock, RoundRecord, StopReason, TokenUsage
@@ -260,21 +260,6 @@ def context_totals(static: ContextBlock | None, rounds: list[RoundRecord]) -> di
     out["history"] = sum(r.history_tokens for r in rounds)
     out["sent"] = sum(r.sent_tokens for r in rounds)
     return out
-
-
-def context_fingerprint(cond: Condition, static: ContextBlock | None) -> str:
-    """Equal for two conditions that put the same knowledge in front of the model for a task: the same
-    static text and the same retrieval settings and budget (names and descriptions aside)."""
-    retrieval = cond.retrieval.model_dump_json() if cond.retrieval.enabled else "off"
-    blob = "\0".join(
-        [
-            static.text if static else "",
-            retrieval,
-            str(cond.retrieval_budget_tokens),
-            cond.history.model_dump_json(),
-        ]
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def stored_episode(episode_id: str, runs_dir: Path | None = None) -> dict[str, Any]:

@@ -136,8 +136,7 @@ def estimate_episode_tokens(
     """For a dry run: (static tokens, input tokens over ``rounds`` rounds, output tokens, the context
     fingerprint), counted on the real system and task prompts, with retrieval filling its budget, each
     verdict ``feedback_tokens`` and each reply ``reply_tokens``, resent as the history mode says."""
-    from .episode import context_fingerprint
-    from .knowledge import build_static_context
+    from .knowledge import build_static_context, context_fingerprint
     from .prompts import system_prompt, task_prompt
 
     static = build_static_context(cond, task, knowledge)

@@ -6,6 +6,7 @@ method can stand in (one override point: ``AgentDeps.knowledge``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,3 +258,18 @@ def build_static_context(
         sections=sections,
         notes=notes,
     )
+
+
+def context_fingerprint(cond: Condition, static: ContextBlock | None) -> str:
+    """Equal for two conditions that put the same knowledge in front of the model for a task: the same
+    static text and the same retrieval settings and budget (names and descriptions aside)."""
+    retrieval = cond.retrieval.model_dump_json() if cond.retrieval.enabled else "off"
+    blob = "\0".join(
+        [
+            static.text if static else "",
+            retrieval,
+            str(cond.retrieval_budget_tokens),
+            cond.history.model_dump_json(),
+        ]
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

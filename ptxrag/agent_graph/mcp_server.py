@@ -15,6 +15,8 @@ from typing import Any
 
 import anyio
 
+from ptxrag.sandbox.protocol import Evaluator
+
 from .retrieval import RetrievalUnavailable, default_retriever
 
 
@@ -26,7 +28,9 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
 class PtxragTools:
     """The tools' implementations, independent of MCP (the server adapts them)."""
 
-    def __init__(self, retriever: Any = None, sandbox: Any = None, home: Path | None = None) -> None:
+    def __init__(
+        self, retriever: Any = None, sandbox: Evaluator | None = None, home: Path | None = None
+    ) -> None:
         self._retriever = retriever
         self._sandbox = sandbox
         self.home = home
@@ -38,7 +42,7 @@ class PtxragTools:
         return self._retriever
 
     @property
-    def sandbox(self) -> Any:
+    def sandbox(self) -> Evaluator:
         if self._sandbox is None:
             from ptxrag.sandbox import Sandbox
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ptxrag.base.errors import SandboxFailure
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
+from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec
 
 from .conditions import Condition, load_condition
@@ -32,12 +33,6 @@ from .tokens import count_tokens
 
 #: a reply cut off at the output limit is continued this many times at most within its round
 MAX_CONTINUATIONS = 1
-
-
-class Evaluator(Protocol):
-    """What the agent needs of a sandbox: ``ptxrag.sandbox.Sandbox`` or a remote client."""
-
-    def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport: ...
 
 
 class SandboxError(SandboxFailure, RuntimeError):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ptxrag.base.errors import SandboxFailure
 from ptxrag.base.expr import evaluate
 from ptxrag.tasks.spec import COUNTS_FILE, TaskSpec
 
@@ -31,6 +32,7 @@ from . import ncu as ncu_mod
 from . import roofline
 from .compile import compile_candidate
 from .containment import Contained, Limits, clean_env, describe_exit, run_contained, tail
+from .native import native_helpers
 from .opcodes import resolve
 from .results import (
     CheckResult,
@@ -45,7 +47,7 @@ from .results import (
     skipped,
 )
 from .static import forbidden_hits, static_check
-from .toolchain import GpuInfo, detect_gpu, find_ncu
+from .toolchain import GpuInfo, ToolchainError, detect_gpu, find_ncu
 
 if TYPE_CHECKING:
     from .mutation import Mutant
@@ -229,18 +231,11 @@ class Sandbox:
             if not corr.ok:
                 return corr, skipped("execution", later), skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             stage("execution")
-            spare = _Worker(self.config)  # the mutants' worker starts (torch, CUDA) while ncu runs
-            try:
-                exe = self._execution(task, work, w.verify_profiled)
-            except BaseException:
-                spare.close()
-                raise
+            exe = self._execution(task, work, w.verify_profiled)
             later = "execution check did not pass"
             if not exe.ok:
-                spare.close()
                 return corr, exe, skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             if not self.config.run_mutation:
-                spare.close()
                 mut = skipped("mutation", "mutation check disabled")  # type: ignore[assignment]
                 tim = (
                     w.timing(task, self._gpu.label if self._gpu else None)
@@ -249,8 +244,10 @@ class Sandbox:
                 )
                 return corr, exe, mut, tim  # type: ignore[return-value]
             stage("mutation")
-            # a mutant that hangs (an mbarrier that never completes) is cut off at a few times the honest time
-            mut = self._mutation(task, mutants, spare, limit_s=max(4.0, 3.0 * corr.wall_s))
+            # each mutant runs in a fresh candidate process of this worker (its inputs and references
+            # stay); one that hangs (an mbarrier that never completes) is cut off at a few times the
+            # honest time
+            mut = self._mutation(task, mutants, w, limit_s=max(4.0, 3.0 * corr.wall_s))
             if not mut.ok:
                 return corr, exe, mut, skipped("timing", "mutation check did not pass")  # type: ignore[return-value]
             if not self.config.run_timing:
@@ -269,68 +266,31 @@ class Sandbox:
         )
 
     def _mutation(
-        self, task: TaskSpec, mutants: Future[list[Mutant]] | None, spare: _Worker | None, limit_s: float
+        self, task: TaskSpec, mutants: Future[list[Mutant]] | None, worker: _Worker, limit_s: float
     ) -> MutationResult:
         """Each required instruction's effect removed: the correctness check must then fail (or the kernel
         fault or hang), else the instruction executed without its result mattering."""
         t0 = time.monotonic()
-        worker: _Worker | None = spare
         if mutants is None:
-            if worker is not None:
-                worker.close()
             return MutationResult(status="error", message="no mutants were built (harness)")
         try:
             built = mutants.result(timeout=self.config.stage_limits.compile_s * 2)
         except Exception as e:  # noqa: BLE001 - the mutant build is harness work
-            if worker is not None:
-                worker.close()
             return MutationResult(status="error", message=f"building mutants failed: {type(e).__name__}: {e}")
         outcomes: list[MutantOutcome] = []
-        try:
-            for m in built:
-                if m.status == "not_mutable":
-                    outcomes.append(
-                        MutantOutcome(ptx=m.instruction, status="not mutable", how=m.how, detail=m.message)
-                    )
-                    continue
-                if m.status != "built" or not m.library_path:
-                    outcomes.append(
-                        MutantOutcome(ptx=m.instruction, status="not built", how=m.how, detail=m.message)
-                    )
-                    continue
-                if worker is None:
-                    worker = _Worker(self.config)
-                w = worker
-                lib = w.work / f"mutant-{len(outcomes)}.so"
-                shutil.copy2(m.library_path, lib)
-                lib.chmod(0o644)
-                ref = w.work / "reference.py"
-                shutil.copy2(task.path(task.reference.file), ref)
-                job = w.work / f"mutant-{len(outcomes)}.json"
-                job.write_text(json.dumps(_job(task, lib, ref)))
-                corr = w.correctness(job, limit_s=limit_s)
-                if corr.status == "error" or corr.message.startswith("could not load"):
-                    status, detail = "not built", f"the mutant did not load: {corr.message}"
-                    if worker.dead:
-                        worker.close()
-                        worker = None
-                elif corr.ok:
-                    status = "output unchanged"
-                    detail = "every check still passed without it"
-                else:
-                    status, detail = "output changed", corr.message
-                    # a mutant that faulted or hung took the worker with it
-                    if worker.dead:
-                        worker.close()
-                        worker = None
+        for m in built:
+            if m.status == "not_mutable":
                 outcomes.append(
-                    MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300])
-                )  # type: ignore[arg-type]
-                if worker is None and any(x.status == "built" for x in built[built.index(m) + 1 :]):
-                    worker = _Worker(self.config)
-        finally:
-            if worker is not None:
-                worker.close()
+                    MutantOutcome(ptx=m.instruction, status="not mutable", how=m.how, detail=m.message)
+                )
+                continue
+            if m.status != "built" or not m.library_path:
+                outcomes.append(
+                    MutantOutcome(ptx=m.instruction, status="not built", how=m.how, detail=m.message)
+                )
+                continue
+            status, detail = worker.mutant(Path(m.library_path), len(outcomes), limit_s)
+            outcomes.append(MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300]))  # type: ignore[arg-type]
         unchanged = [o for o in outcomes if o.status == "output unchanged"]
         tested = [o for o in outcomes if o.status in ("output changed", "output unchanged")]
         wall = time.monotonic() - t0
@@ -475,8 +435,15 @@ class _Worker:
         self.config = config
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
         # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
-        for name in ("worker.py", "launch_once.py", "abi.py"):
+        for name in ("worker.py", "runner.py", "launch_once.py", "abi.py"):
             shutil.copy2(GPU_DIR / name, work / name)
+        self.start_error: str | None = None
+        try:
+            helpers = native_helpers()  # the candidate process's rtld audit and CUPTI stream monitor
+            shutil.copy2(helpers.audit, work / "audit.so")
+            shutil.copy2(helpers.monitor, work / "monitor.so")
+        except (SandboxFailure, ToolchainError, OSError) as e:
+            self.start_error = f"harness error: the candidate process's run-time checks are unavailable: {e}"
         self.log = work / "worker.log"
         self._t_start = time.monotonic()
         self._ready = False
@@ -494,7 +461,6 @@ class _Worker:
         os.close(cmd_r)
         os.close(res_w)
         self._buf = b""
-        self.start_error: str | None = None
 
     def _wait_ready(self) -> None:
         if self._ready or self.start_error:
@@ -570,14 +536,6 @@ class _Worker:
             raise _WorkerDied(self._death()) from e
         return self._read(timeout_s, doing)
 
-    @property
-    def dead(self) -> bool:
-        return (
-            self.start_error is not None
-            or self.c.proc.poll() is not None
-            or bool(self.c.tracked.killed_reason)
-        )
-
     def correctness(self, job: Path, limit_s: float | None = None) -> CorrectnessResult:
         t0 = time.monotonic()
         try:
@@ -598,7 +556,8 @@ class _Worker:
                 "the correctness checks",
             )
         except _WorkerDied as e:
-            return CorrectnessResult(status="failed", message=str(e), wall_s=time.monotonic() - t0)
+            status = "error" if str(e).startswith("harness error") else "failed"
+            return CorrectnessResult(status=status, message=str(e), wall_s=time.monotonic() - t0)  # type: ignore[arg-type]
         wall = time.monotonic() - t0
         out_tail = tail(self.log, 800)
         if not res.get("ok"):
@@ -625,6 +584,35 @@ class _Worker:
         return CorrectnessResult(
             status="failed", message=_describe_bad(bad[0]), checks=checks, stdout_tail=out_tail, wall_s=wall
         )
+
+    def mutant(self, library: Path, tag: int, limit_s: float) -> tuple[str, str]:
+        """A mutant's correctness checks in a fresh candidate process of this (loaded) worker:
+        ("output changed" | "output unchanged" | "not built", detail)."""
+        lib = self.work / f"mutant-{tag}.so"
+        shutil.copy2(library, lib)
+        lib.chmod(0o644)
+        try:
+            res = self._ask(
+                {"cmd": "mutant", "library": str(lib), "tag": tag, "limit_s": limit_s},
+                limit_s + self.config.stage_limits.gpu_start_s,
+                "a mutant's checks",
+            )
+        except _WorkerDied as e:
+            return "not built", f"the worker stopped during the mutant: {e}"
+        finally:
+            lib.unlink(missing_ok=True)
+        if not res.get("ok"):
+            return "not built", f"harness: {res.get('error', '?')}"
+        outcome = res.get("outcome")
+        if outcome == "not loaded":
+            return "not built", f"the mutant did not load: {res.get('error', '')}"
+        if outcome != "checks":
+            return "output changed", f"the mutant {outcome}: {res.get('error', '')}"
+        checks = [CheckResult(**{k: v for k, v in c.items() if k != "seed"}) for c in res["checks"]]
+        bad = [c for c in checks if not c.passed]
+        if not bad:
+            return "output unchanged", "every check still passed without it"
+        return "output changed", _describe_bad(bad[0])
 
     def verify_profiled(self, work: Path) -> list[CheckResult]:
         """Compare the outputs the profiled launch saved with the reference of its inputs."""
@@ -694,18 +682,16 @@ def reference_counts(task: TaskSpec) -> dict[str, int] | None:
 def judge_timing(
     task: TaskSpec, res: dict[str, Any], wall_s: float, gpu_name: str | None = None
 ) -> TimingResult:
-    """Turn raw timings into a verdict: escaped streams, skipped or reused work, times below the roofline."""
+    """Turn raw timings into a verdict: skipped or reused work, times below the roofline."""
     cand = res["candidate_median_ms"]
     cand_sync = res["candidate_device_sync_median_ms"]
     base = res.get("baseline_median_ms")
     base_sync = res.get("baseline_device_sync_median_ms")
-    # work launched on another stream (or left running) is invisible to events on our stream but not to
-    # a device-wide synchronisation; host overhead is estimated from the baseline's own gap
-    overhead = max(0.0, (base_sync - base)) if base is not None and base_sync is not None else 0.05
-    escaped = (cand_sync - cand) > max(0.02, 0.5 * cand) + overhead
+    # work off args->stream and work left running are failed by the candidate process's CUPTI record at
+    # every call (worker.py, runner.py); the device-synchronised times are kept as information
     rechecks = res.get("recheck", [])
     recheck_ok = all(r.get("passed") for r in rechecks)
-    t_cand = max(cand, cand_sync - overhead) if escaped else cand
+    t_cand = cand
     t_base = base
     speedup = (t_base / t_cand) if (t_base is not None and t_cand > 0) else None
     dims = res["dims"]
@@ -737,12 +723,6 @@ def judge_timing(
         msgs.append(
             f"outputs of the timed repetitions were wrong ({detail}): every call must do the whole work"
         )
-    if escaped:
-        status = "failed"
-        msgs.append(
-            f"work escaped the given stream: events on args->stream saw {cand:.3f} ms but a device-synchronised "
-            f"run took {cand_sync:.3f} ms; launch everything on args->stream"
-        )
     if speedup is not None:
         msgs.insert(0, f"candidate {t_cand:.3f} ms vs baseline {t_base:.3f} ms: speedup {speedup:.2f}x")
     else:
@@ -768,7 +748,6 @@ def judge_timing(
         baseline_device_sync_median_ms=base_sync,
         reps=res.get("reps", 0),
         speedup=speedup,
-        escaped_stream=escaped,
         implausible=implausible,
         roofline_ms=bound.seconds * 1e3 if bound is not None else None,
         recheck_passed=recheck_ok,
