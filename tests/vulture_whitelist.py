@@ -62,3 +62,17 @@ _.is_predicated  # sandbox/opcodes.py
 _.refill_inputs  # sandbox/gpu/worker.py
 _.STAGES  # sandbox/results.py
 _.ACTIVE  # sandbox/service/jobs.py
+
+# the service's response models (sandbox/service/models.py): fields serialised to JSON for remote clients
+_.submitted
+_.busy_now
+_.queue_depth
+_.jobs_by_status
+_.jobs_by_stage
+_.uptime_s
+_.render  # starlette calls a response class's render
+_.invalid_request  # FastAPI exception handler, registered by decorator
+_.should_exit  # uvicorn.Server flag set to stop the test server
+
+# the GPU worker's line protocol (sandbox/gpu/protocol.py): keys of JSON messages, read across processes
+_.dir

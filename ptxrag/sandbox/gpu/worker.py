@@ -30,9 +30,10 @@ import time
 import traceback
 
 try:
-    from . import abi  # type: ignore[no-redef]
+    from . import abi, protocol  # type: ignore[no-redef]
 except ImportError:  # run by path
     import abi  # type: ignore[no-redef]
+    import protocol  # type: ignore[no-redef]
 
 from typing import TYPE_CHECKING, Any
 
@@ -479,14 +480,14 @@ class Worker:
         with open(os.path.join(save_dir, "launch.json"), "w") as f:
             json.dump(launch, f)
 
-    def correctness(self, cmd: dict) -> dict:
+    def correctness(self, cmd: protocol.CorrectnessCommand) -> protocol.ChecksReply:
         checks = []
         for i, dims in enumerate(self.job["check_dims"]):
             label = f"check {i + 1}" + (" (awkward shape)" if i in self.job.get("awkward", []) else "")
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
-        return {"checks": checks}
+        return {"ok": True, "checks": checks}
 
-    def mutant(self, cmd: dict) -> dict:
+    def mutant(self, cmd: protocol.MutantCommand) -> protocol.MutantReply:
         """The correctness checks of a mutant library, in a fresh candidate process of its own (this
         worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
         checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
@@ -496,26 +497,26 @@ class Worker:
         try:
             refused = m.load(cmd["library"])
             if refused:
-                return {"outcome": "violation", "error": "; ".join(refused)}
+                return {"ok": True, "outcome": "violation", "error": "; ".join(refused)}
             checks = []
             for i, dims in enumerate(self.job["check_dims"]):
                 checks += self.check_once(dims, f"check {i + 1}")
-            return {"outcome": "checks", "checks": checks}
+            return {"ok": True, "outcome": "checks", "checks": checks}
         except CandidateHang as e:
-            return {"outcome": "hung", "error": str(e)}
+            return {"ok": True, "outcome": "hung", "error": str(e)}
         except CandidateCudaError as e:
-            return {"outcome": "faulted", "error": str(e)[:500]}
+            return {"ok": True, "outcome": "faulted", "error": str(e)[:500]}
         except CandidateViolation as e:
-            return {"outcome": "violation", "error": str(e)}
+            return {"ok": True, "outcome": "violation", "error": str(e)}
         except CandidateError as e:
-            return {"outcome": "error", "error": str(e)}
+            return {"ok": True, "outcome": "error", "error": str(e)}
         except CandidateLoadError as e:
-            return {"outcome": "not loaded", "error": str(e)}
+            return {"ok": True, "outcome": "not loaded", "error": str(e)}
         finally:
             self.cand = main
             m.close()
 
-    def verify_profiled(self, cmd: dict) -> dict:
+    def verify_profiled(self, cmd: protocol.VerifyProfiledCommand) -> protocol.ChecksReply:
         """Compare the outputs the profiled launch wrote with the reference of the same inputs: the
         instruction counts only count when they come from a call whose result is right."""
         if self.saved_ref is None:
@@ -539,10 +540,10 @@ class Worker:
             r = self.compare(t["name"], out, ref)
             r.update(label="profiled launch", dims={})
             results.append(r)
-        return {"checks": results}
+        return {"ok": True, "checks": results}
 
     # -- timing ---------------------------------------------------------------------------------------------
-    def timing(self, cmd: dict) -> dict:
+    def timing(self, cmd: protocol.TimingCommand) -> protocol.TimingReply:
         """Candidate and baseline through the same timed loop, every repetition doing the real work.
 
         TIMING_SLOTS buffer sets (each input and output guarded) take turns; before each repetition one of
@@ -631,7 +632,7 @@ class Worker:
             if i in full_at:
                 full[i] = {n: outs[n].clone() for n in names}
 
-        res: dict = {"dims": dims, "reps": reps, "gpu": torch.cuda.get_device_name(self.device)}
+        res: dict = {"ok": True, "dims": dims, "reps": reps, "gpu": torch.cuda.get_device_name(self.device)}
         res["candidate_median_ms"], res["candidate_device_sync_median_ms"] = self.time_fn(
             cand, prepare, after_cand, warmup, reps, poison=True
         )
@@ -642,7 +643,7 @@ class Worker:
             )
         torch.cuda.synchronize()
         res["recheck"] = self.verify_timed(plan, contents, refs, slots, held, samples, full, idx, names)
-        return res
+        return res  # type: ignore[return-value]  # built key by key above: the fields of TimingReply
 
     def verify_timed(self, plan, contents, refs, slots, held, samples, full, idx, names) -> list[dict]:
         """Every repetition's sampled outputs, the fully kept ones, inputs and guards after the timed loop."""
@@ -737,7 +738,14 @@ def main() -> int:
     cmds = os.fdopen(cmd_fd, "r")
     results = os.fdopen(res_fd, "w")
 
-    def reply(obj: dict) -> None:
+    def reply(
+        obj: protocol.Failure
+        | protocol.Ready
+        | protocol.ChecksReply
+        | protocol.MutantReply
+        | protocol.TimingReply
+        | dict,
+    ) -> None:
         results.write(json.dumps(obj) + "\n")
         results.flush()
 
@@ -752,10 +760,15 @@ def main() -> int:
     except Exception as e:  # noqa: BLE001
         reply({"ok": False, "kind": "harness", "error": f"CUDA unavailable in the worker: {e}"})
         return 2
-    reply({"ok": True, "ready": True, "gpu": gpu})
+    ready: protocol.Ready = {"ok": True, "ready": True, "gpu": gpu}
+    reply(ready)
     worker: Worker | None = None
     for line in cmds:
-        cmd = json.loads(line)
+        try:
+            cmd = protocol.parse_command(line)
+        except ValueError as e:
+            reply({"ok": False, "kind": "harness", "error": str(e)})
+            continue
         if cmd["cmd"] == "exit":
             break
         try:
@@ -767,8 +780,14 @@ def main() -> int:
             if worker is None:
                 reply({"ok": False, "kind": "harness", "error": "no job loaded"})
                 continue
-            out = getattr(worker, cmd["cmd"])(cmd)
-            reply({"ok": True, **out})
+            if cmd["cmd"] == "correctness":
+                reply(worker.correctness(cmd))
+            elif cmd["cmd"] == "verify_profiled":
+                reply(worker.verify_profiled(cmd))
+            elif cmd["cmd"] == "mutant":
+                reply(worker.mutant(cmd))
+            else:
+                reply(worker.timing(cmd))
         except CandidateLoadError as e:
             reply({"ok": False, "kind": "load", "error": str(e)})
             return 2
