@@ -68,3 +68,17 @@ def test_build_graph_invoke_takes_the_input_schema_and_gives_a_transcript():
     assert final["model_label"] == "callable:<lambda>" and len(final["rounds"]) == 1
     md = transcript_markdown(final)
     assert "## Round 1: success" in md and "// g" in md and "condition: `templates`" in md
+
+
+def test_the_block_choice_is_told_to_the_model_in_the_next_prompt(tmp_path):
+    final, fallback = kernel_reply("final"), kernel_reply("fallback")
+    body = lambda r: r[r.index("```cuda") :]  # noqa: E731
+    two = f"Final version first, a fallback for comparison second.\n\n{body(final)}\nFallback:\n\n{body(fallback)}"
+    res = run_task(
+        "warp-reduce-redux", model=lambda msgs: two, condition="templates",
+        sandbox=ScriptedSandbox(["static", "success"]), knowledge=PackDouble(), runs_dir=tmp_path,
+    )  # fmt: skip
+    r1, r2 = res.rounds
+    assert "// final" in r1.code and "// fallback" not in r1.code
+    assert "About your reply: 2 code blocks define ptxrag_launch; took block 1 of 2" in r2.prompt
+    assert "'fallback'" in r2.prompt
