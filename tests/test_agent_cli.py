@@ -125,3 +125,55 @@ def test_run_against_the_sandbox_service_over_http(monkeypatch, tmp_path):
         "compile and static checks passed; GPU stages not run (skipped",
     ]
     assert result["stop_reason"] == "unverified_no_gpu"
+
+
+def test_an_interrupted_run_prints_the_whole_command_that_resumes_it(monkeypatch, tmp_path):
+    import shlex
+
+    _no_gpu(monkeypatch)
+    replay = tmp_path / "flaky.toml"
+    replay.write_text('[[reply]]\nerror = "fatal"\ntext = "never"\n')
+    runs = tmp_path / "my runs"
+    res = runner.invoke(
+        app,
+        ["run", "warp-reduce-redux", "--model", f"replay:{replay}", "--condition", "hardware", "--max-rounds", "2",
+         "--runs-dir", str(runs), "--episode", "ep-1", "--history", "last-k"],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("resume with: "))
+    args = shlex.split(line.removeprefix("resume with: "))
+    assert args[:3] == ["ptxrag", "run", "warp-reduce-redux"]
+    for flag, value in [("--model", f"replay:{replay}"), ("--condition", "hardware"), ("--max-rounds", "2"),
+                        ("--runs-dir", str(runs)), ("--episode", "ep-1"), ("--history", "last-k")]:  # fmt: skip
+        assert args[args.index(flag) + 1] == value
+    # the printed command, run as it is, resumes the episode (the model answers now)
+    replay.write_text(DEMO.read_text())
+    again = runner.invoke(app, args[1:])
+    assert again.exit_code == 1, again.output  # round limit: the demo's first two replies fail
+    rows = [json.loads(x) for x in (runs / "ep-1" / "transcript.jsonl").read_text().splitlines()]
+    assert rows[-1]["resumed"] is True and len([r for r in rows if r["type"] == "round"]) == 2
+
+
+def test_episode_alone_resumes_as_the_episode_was_started(monkeypatch, tmp_path):
+    _no_gpu(monkeypatch)
+    replay = tmp_path / "flaky.toml"
+    replay.write_text('[[reply]]\nerror = "fatal"\ntext = "never"\n')
+    runs = tmp_path / "runs"
+    first = runner.invoke(
+        app,
+        ["run", "warp-reduce-redux", "--model", f"replay:{replay}", "--condition", "hardware", "--max-rounds", "2",
+         "--budget", "5000", "--history", "full", "--runs-dir", str(runs), "--episode", "ep-2"],
+    )  # fmt: skip
+    assert first.exit_code == 2, first.output
+    replay.write_text(DEMO.read_text())
+    again = runner.invoke(app, ["run", "--episode", "ep-2", "--runs-dir", str(runs)])
+    assert again.exit_code == 1, again.output  # resumed with the stored model, condition and limit: 2 rounds
+    rows = [json.loads(x) for x in (runs / "ep-2" / "transcript.jsonl").read_text().splitlines()]
+    assert rows[0]["budget_tokens"] == 5000 and rows[0]["history"]["mode"] == "full"
+    assert rows[-1]["resumed"] is True and len([r for r in rows if r["type"] == "round"]) == 2
+    missing = runner.invoke(app, ["run", "--episode", "nope", "--runs-dir", str(runs)])
+    assert missing.exit_code == 2 and "no episode 'nope'" in missing.output
+    half = runner.invoke(
+        app, ["run", "--episode", "ep-2", "--model", f"replay:{replay}", "--runs-dir", str(runs)]
+    )
+    assert half.exit_code == 2 and "none of them" in half.output

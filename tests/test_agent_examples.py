@@ -54,3 +54,15 @@ def test_mcp_client_example(tmp_path):
     out = _run("mcp_client.py", tmp_path)
     assert "tools: search_ptx_docs, read_section, list_tasks, evaluate_kernel" in out
     assert "warp-reduce-redux" in out and "[static] passed" in out
+    assert "search_ptx_docs: no index" in out or "ptxrag index" in out  # empty home: the tool says so
+
+
+def test_mcp_client_example_reaches_the_index_through_the_home_argument(tmp_path):
+    """The client starts the server with a clean environment: only `ptxrag mcp --home` gets it there."""
+    import ptxrag.corpus as corpus
+    from ptxrag.indexer import build_index
+
+    home = tmp_path / "indexed-home"
+    build_index(home, knowledge_documents=list(corpus.iter_documents(sources=["hardware"])))
+    out = _run("mcp_client.py", tmp_path, str(home))
+    assert "search_ptx_docs: [" in out and "ptxrag index" not in out

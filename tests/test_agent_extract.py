@@ -24,7 +24,7 @@ def test_any_cuda_info_string(info):
     assert extract_code(f"```{info}\n{KERNEL}```").code == KERNEL
 
 
-def test_last_block_defining_the_entry_wins_and_other_languages_are_ignored():
+def test_block_introduced_as_final_wins_and_other_languages_are_ignored():
     first = KERNEL.replace("k<<<1", "k<<<2")
     reply = (
         f"First try:\n```cuda\n{first}```\nCompile with:\n```bash\nnvcc -arch=sm_90a k.cu\n```\n"
@@ -32,8 +32,33 @@ def test_last_block_defining_the_entry_wins_and_other_languages_are_ignored():
     )
     ex = extract_code(reply)
     assert ex.code == KERNEL
-    assert any("took the last one" in n for n in ex.notes)
+    assert any("took block 3 of 3 (introduced as 'final')" in n for n in ex.notes), ex.notes
     assert any("other languages" in n for n in ex.notes)
+
+
+def test_final_version_first_and_a_fallback_second_takes_the_final_one():
+    fallback = KERNEL.replace("k<<<1", "k<<<2")
+    reply = (
+        "Final version first, a fallback for comparison second.\n\n"
+        f"```cuda\n{KERNEL}```\n\nFallback (plain shuffles):\n\n```cuda\n{fallback}```\n"
+    )
+    ex = extract_code(reply)
+    assert ex.code == KERNEL
+    assert any("took block 1 of 2" in n and "'fallback'" in n for n in ex.notes), ex.notes
+
+
+def test_unlabelled_blocks_take_the_first_and_say_why():
+    second = KERNEL.replace("k<<<1", "k<<<2")
+    ex = extract_code(f"```cuda\n{KERNEL}```\n\n```cuda\n{second}```\n")
+    assert ex.code == KERNEL
+    assert any("no label said which is final" in n for n in ex.notes)
+
+
+def test_the_block_that_defines_the_entry_is_taken_and_the_note_says_so():
+    helper = "__device__ int helper() { return 1; }\n"
+    ex = extract_code(f"```cuda\n{KERNEL}```\nand a helper:\n```cuda\n{helper}```\n")
+    assert ex.code == KERNEL
+    assert ex.notes == ["2 code blocks; took block 1 of 2, the one that defines ptxrag_launch"]
 
 
 def test_tilde_fences_and_longer_backtick_fences_holding_backticks():

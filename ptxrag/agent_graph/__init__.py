@@ -13,18 +13,27 @@ from .conditions import Condition, ConditionError, RetrievalSettings, builtin_co
 from .episode import AgentEvent, EpisodeMismatch, EpisodeResult, make_sandbox, run_task
 from .extract import Extraction, NoCodeFound, extract_code
 from .graph import build_graph, sqlite_checkpointer
-from .knowledge import CorpusKnowledge, KnowledgeItem, KnowledgeProvider, KnowledgeUnavailable
+from .history import estimate_episode_tokens
+from .knowledge import (
+    CorpusKnowledge,
+    KnowledgeItem,
+    KnowledgeProvider,
+    KnowledgeUnavailable,
+    context_fingerprint,
+)
 from .models import ChatModel, ModelCallError, ModelConfigError, RetryPolicy, is_transient, make_chat_model
 from .nodes import AgentDeps, SandboxError
 from .replay import ReplayChatModel, ReplayEntry
 from .retrieval import DocsRetriever, RetrievalUnavailable, default_retriever
-from .state import AgentState, ContextBlock, RetrievalQuery, RoundRecord, ShownSection, TokenUsage
+from .state import AgentInput, AgentState, ContextBlock, RetrievalQuery, RoundRecord, ShownSection, TokenUsage
 from .tokens import TOKENIZER, count_tokens
+from .transcript import transcript_markdown
 
 __all__ = [
     "TOKENIZER",
     "AgentDeps",
     "AgentEvent",
+    "AgentInput",
     "AgentState",
     "ChatModel",
     "Condition",
@@ -53,6 +62,8 @@ __all__ = [
     "ShownSection",
     "TokenUsage",
     "build_graph",
+    "context_fingerprint",
+    "estimate_episode_tokens",
     "builtin_conditions",
     "count_tokens",
     "default_retriever",
@@ -63,4 +74,5 @@ __all__ = [
     "make_sandbox",
     "run_task",
     "sqlite_checkpointer",
+    "transcript_markdown",
 ]

@@ -18,9 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ptxrag.base.errors import ConditionInputError
 
 Layer = Literal["hardware", "templates", "contracts"]
+HistoryMode = Literal["full", "last-k", "summary"]
 Source = Literal["ptx-isa", "contracts", "templates", "hardware"]
 
-#: the default context budget, tokens of ``cl100k_base`` per round (see tokens.py)
+#: the context budget of a condition file that names none, tokens of ``cl100k_base`` per round (tokens.py);
+#: the built-in conditions set their own, each large enough for its layers whole on every suite task
 DEFAULT_BUDGET_TOKENS = 8000
 
 
@@ -48,6 +50,16 @@ class RetrievalSettings(_Frozen):
     )
 
 
+class HistorySettings(_Frozen):
+    """What of the earlier rounds is resent each round (the conversation is kept whole in the state and
+    the transcript either way). ``full``: every earlier prompt and reply. ``last-k``: the task prompt and
+    the last ``keep_rounds`` rounds verbatim, older rounds dropped. ``summary``: as ``last-k``, with one
+    line per older round (its verdict) instead of nothing."""
+
+    mode: HistoryMode = "summary"
+    keep_rounds: int = Field(2, ge=1, le=50, description="last-k and summary: earlier rounds resent verbatim")
+
+
 class Condition(_Frozen):
     """One knowledge condition. ``budget_tokens`` bounds static plus retrieved context in every round."""
 
@@ -56,6 +68,12 @@ class Condition(_Frozen):
     static: list[Layer] = Field(default_factory=list, description="layers injected once, in this order")
     retrieval: RetrievalSettings = RetrievalSettings()
     budget_tokens: int = Field(DEFAULT_BUDGET_TOKENS, ge=256, le=200_000)
+    history: HistorySettings = HistorySettings()
+    static_fill: bool = Field(
+        False,
+        description="after the part of each layer the task needs, add further whole documents of the "
+        "layer while the budget has room (off: the prompt carries exactly what the task needs)",
+    )
     source_file: str | None = Field(None, description="where the condition was loaded from")
 
     @model_validator(mode="after")
@@ -88,6 +106,10 @@ class Condition(_Frozen):
 
     def with_budget(self, budget_tokens: int) -> Condition:
         return self.model_copy(update={"budget_tokens": budget_tokens})
+
+    def with_history(self, mode: HistoryMode, keep_rounds: int | None = None) -> Condition:
+        k = self.history.keep_rounds if keep_rounds is None else keep_rounds
+        return self.model_copy(update={"history": HistorySettings(mode=mode, keep_rounds=k)})
 
 
 def _builtin_dir():  # noqa: ANN202 - importlib Traversable

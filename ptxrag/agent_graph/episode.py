@@ -21,9 +21,9 @@ from ptxrag.base.errors import ConfigInputError
 from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec, load_task
 
-from .conditions import Condition, load_condition
+from .conditions import Condition, HistoryMode, load_condition
 from .graph import build_graph, sqlite_checkpointer
-from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable
+from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable, context_fingerprint
 from .models import ChatModel, ModelCallError, RetryPolicy, as_chat_model
 from .nodes import AgentDeps, SandboxError
 from .replay import message_text
@@ -78,6 +78,15 @@ class EpisodeResult(BaseModel):
     checkpoint_db: str
     resumed: bool = Field(False, description="this call continued an episode that had already started")
     wall_s: float = 0.0
+    context_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="cl100k_base tokens over the episode: static layers (once each), retrieved:<source> and "
+        "history summed over rounds, and sent: every request whole",
+    )
+    context_fingerprint: str = Field(
+        "",
+        description="hash of what the condition puts in front of the model for this task (static text, retrieval settings)",
+    )
 
     @property
     def best(self) -> RoundRecord | None:
@@ -128,7 +137,7 @@ def default_runs_dir() -> Path:
 def run_task(
     task: str | TaskSpec,
     *,
-    model: str | BaseChatModel | ChatModel,
+    model: str | BaseChatModel | ChatModel | Callable[..., Any],
     condition: str | Path | Condition = "rag+templates",
     max_rounds: int = 8,
     sandbox: Evaluator | str | None = None,
@@ -139,6 +148,7 @@ def run_task(
     runs_dir: Path | None = None,
     on_event: Callable[[AgentEvent], None] | None = None,
     retry: RetryPolicy | None = None,
+    history: HistoryMode | None = None,
 ) -> EpisodeResult:
     """Run (or resume) one episode. Harness failures end it with ``interrupted`` set and the error kept;
     calling again with the same ``episode_id`` resumes it. Bad arguments raise before anything runs."""
@@ -147,6 +157,8 @@ def run_task(
     cond = condition if isinstance(condition, Condition) else load_condition(condition)
     if budget_tokens is not None:
         cond = cond.with_budget(budget_tokens)
+    if history is not None:
+        cond = cond.with_history(history)
     if not 1 <= max_rounds <= 50:
         raise ValueError(f"max_rounds must be between 1 and 50, not {max_rounds}")
     chat = as_chat_model(model, retry)
@@ -180,13 +192,12 @@ def run_task(
                 "condition": cond,
                 "model_label": chat.label,
                 "max_rounds": max_rounds,
-                "rounds": [],
-                "shown": [],
             }
         stop: str | None = None
         error: str | None = None
         rounds_cap = int((snap.values or inp or {}).get("max_rounds", max_rounds))
         header = _header(eid, spec.id, cond, chat.label, rounds_cap)
+        header["sandbox"] = sandbox if isinstance(sandbox, str) else "local" if sandbox is None else "custom"
         if not resumed or snap.next:
             try:
                 for mode, chunk in graph.stream(
@@ -211,6 +222,7 @@ def run_task(
     usage = TokenUsage()
     for r in rounds:
         usage = usage + r.usage
+    static_ctx = values.get("static_context")
     result = EpisodeResult(
         episode_id=eid,
         task_id=spec.id,
@@ -220,7 +232,9 @@ def run_task(
         error=error,
         rounds=rounds,
         best_round=values.get("best_round"),
-        static_context=values.get("static_context"),
+        static_context=static_ctx,
+        context_tokens=context_totals(static_ctx, rounds),
+        context_fingerprint=context_fingerprint(values.get("condition", cond), static_ctx),
         max_rounds=values.get("max_rounds", max_rounds),
         budget_tokens=values.get("condition", cond).budget_tokens,
         usage=usage,
@@ -233,6 +247,42 @@ def run_task(
     _write(folder, header, values, result)
     emit(AgentEvent(kind="stop", round=len(rounds), outcome=stop, success=result.success))
     return result
+
+
+def context_totals(static: ContextBlock | None, rounds: list[RoundRecord]) -> dict[str, int]:
+    """Tokens carried over an episode: each static layer once (the same system prompt every round),
+    retrieved sources and history summed over the rounds, and ``sent``: every request whole."""
+    out: dict[str, int] = dict(static.tokens_by_source()) if static else {}
+    for r in rounds:
+        for k, v in r.layer_tokens.items():
+            if k.startswith("retrieved:"):
+                out[k] = out.get(k, 0) + v
+    out["history"] = sum(r.history_tokens for r in rounds)
+    out["sent"] = sum(r.sent_tokens for r in rounds)
+    return out
+
+
+def stored_episode(episode_id: str, runs_dir: Path | None = None) -> dict[str, Any]:
+    """What an episode was started with (task, model, condition as it was then, round limit, sandbox),
+    from its transcript, so ``ptxrag run --episode ID`` alone can resume it. Raises EpisodeMismatch when
+    the episode is not there."""
+    import json
+
+    runs = Path(runs_dir) if runs_dir is not None else default_runs_dir()
+    path = runs / _slug(episode_id) / "transcript.jsonl"
+    if not path.is_file():
+        raise EpisodeMismatch(
+            f"no episode {episode_id!r} under {runs} (looked for {path}); give the task and --model to start it, "
+            "or --runs-dir where it ran"
+        )
+    header = json.loads(path.read_text().splitlines()[0])
+    return {
+        "task": header["task_id"],
+        "model": header["model"],
+        "condition": Condition.model_validate(header["condition_spec"]),
+        "max_rounds": int(header["max_rounds"]),
+        "sandbox": header.get("sandbox", "local"),
+    }
 
 
 def _check_same(eid: str, values: dict[str, Any], task_id: str, cond: Condition, model: str) -> None:
@@ -260,6 +310,7 @@ def _header(eid: str, task_id: str, cond: Condition, model: str, max_rounds: int
         "condition_spec": cond.model_dump(mode="json"),
         "model": model,
         "budget_tokens": cond.budget_tokens,
+        "history": cond.history.model_dump(mode="json"),
         "tokenizer": TOKENIZER,
         "max_rounds": max_rounds,
     }
@@ -274,7 +325,17 @@ def _write(
     summary = None
     if result is not None:
         summary = result.model_dump(
-            mode="json", include={"stop_reason", "error", "best_round", "usage", "resumed", "wall_s"}
+            mode="json",
+            include={
+                "stop_reason",
+                "error",
+                "best_round",
+                "usage",
+                "resumed",
+                "wall_s",
+                "context_tokens",
+                "context_fingerprint",
+            },  # fmt: skip
         )
     write_jsonl(folder / "transcript.jsonl", header, rounds, summary)
     write_markdown(

@@ -13,14 +13,19 @@ from langgraph.graph import END, START, StateGraph
 
 from . import nodes
 from .nodes import AgentDeps
-from .state import CHECKPOINT_TYPES, AgentState
+from .state import CHECKPOINT_TYPES, AgentInput, AgentState
 
 NODES = ("prepare", "retrieve", "generate", "evaluate", "route")
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> Any:
-    """The compiled agent graph. Run it with ``context=AgentDeps(...)``; see ``run_task`` for the usual way."""
-    g = StateGraph(AgentState, context_schema=AgentDeps)
+    """The compiled agent graph, for harnesses that drive LangGraph themselves:
+
+        final = build_graph().invoke({"task_id": task.id, "condition": "templates"}, context=AgentDeps(...))
+        transcript_markdown(final)   # the episode for people; final["rounds"] holds the records
+
+    The input is an ``AgentInput``; ``run_task`` is the usual way (checkpoints, transcripts on disk)."""
+    g = StateGraph(AgentState, input_schema=AgentInput, context_schema=AgentDeps)
     g.add_node("prepare", nodes.prepare)
     g.add_node("retrieve", nodes.retrieve)
     g.add_node("generate", nodes.generate)

@@ -6,8 +6,10 @@ method can stand in (one override point: ``AgentDeps.knowledge``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from ptxrag.base.errors import KnowledgeFailure
@@ -15,9 +17,9 @@ from ptxrag.tasks import TaskSpec
 
 from .conditions import Condition, Layer
 from .state import ContextBlock, ShownSection
-from .tokens import Fitted, count_tokens, fit
+from .tokens import count_tokens
 
-#: below this many tokens left, a further document is not started
+#: below this many tokens left, a further retrieved section is not started
 MIN_USEFUL_TOKENS = 64
 
 
@@ -66,10 +68,16 @@ class CorpusKnowledge:
                 known = getattr(getattr(corpus, "documents", None), "TEMPLATE_HEADERS", None)
                 if known is not None and task.arch not in known:
                     return []  # the pack has no header for this target: an empty layer, noted by the caller
-                return template_parts(corpus.template_header(arch=task.arch), list(task.required_ptx))
+                return template_parts(corpus.template_header(arch=task.arch), list(task.required_ptx), task)
             if layer == "contracts":
                 req = list(task.required_ptx)
-                docs = corpus.contracts(instructions=req)
+                # a contract whose tag is the instruction or a dot-prefix of it concerns the task; one
+                # whose tag merely extends it does not (Ampere's `cp.async` is not `cp.async.bulk`)
+                docs = [
+                    d
+                    for d in corpus.contracts(instructions=req)
+                    if any(_tag_covers(tag, p) for tag in d.tags for p in req)
+                ]
                 # the documents that concern most of the task's instructions first
                 docs = sorted(docs, key=lambda d: -sum(1 for p in req if d.concerns(p)))
                 return [
@@ -82,6 +90,11 @@ class CorpusKnowledge:
                 f"could not load the {layer!r} layer from the knowledge pack: {e}"
             ) from e
         raise KnowledgeUnavailable(f"unknown knowledge layer {layer!r}")
+
+
+def _tag_covers(tag: str, instruction: str) -> bool:
+    t, i = tag.lower(), instruction.lower()
+    return i == t or i.startswith(t + ".")
 
 
 _PART = re.compile(r"^// ===== (.+?) =====$", re.M)
@@ -104,10 +117,27 @@ def _most_specific_files(parts: list[tuple[str, str]], required: list[str]) -> d
     return chosen
 
 
-def template_parts(doc: Any, required: list[str]) -> list[KnowledgeItem]:
+_DTYPE_SUFFIX = {
+    "bfloat16": "bf16",
+    "float16": "f16",
+    "half": "f16",
+    "float8_e4m3fn": "e4m3",
+    "float8_e4m3": "e4m3",
+}
+_INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def _dtype_variants(task: Any) -> set[str] | None:
+    """The ``wgmma_<dtype>`` suffixes the task's operand types call for; None when it names none we know."""
+    found = {_DTYPE_SUFFIX[t.dtype] for t in getattr(task, "inputs", []) if t.dtype in _DTYPE_SUFFIX}
+    return found or None
+
+
+def template_parts(doc: Any, required: list[str], task: Any = None) -> list[KnowledgeItem]:
     """A template header split into its files, most useful first: the umbrella header and ``common``,
-    then the families that wrap the task's instructions, then the rest (a tight budget drops the tail
-    whole instead of cutting the wrapper the task needs)."""
+    then the families that wrap the task's instructions (with the files that include them: ``wgmma.cuh``
+    holds the descriptors the ``wgmma_bf16.cuh`` dispatchers need; of the per-dtype files only those of
+    the task's operand types), then the rest. Priority 0 marks what the task needs."""
     marks = list(_PART.finditer(doc.text))
     name = doc.path.name if getattr(doc, "path", None) else doc.doc_id
     if not marks:
@@ -120,6 +150,20 @@ def template_parts(doc: Any, required: list[str]) -> list[KnowledgeItem]:
         parts.append((m.group(1), doc.text[m.start() : end]))
 
     relevant = _most_specific_files(parts, required)
+    variants = _dtype_variants(task) if task is not None else None
+    if variants is not None:
+        for fname in list(relevant):
+            dt = re.search(r"wgmma_(\w+)\.cuh$", fname)
+            if dt and dt.group(1) not in variants:
+                del relevant[fname]
+    # a family file that includes a chosen file is needed with it (not the umbrella, which includes all)
+    for fname, text in parts:
+        if fname == name or fname in relevant:
+            continue
+        included = {Path(inc).name for inc in _INCLUDE.findall(text)}
+        hits = [relevant[f] for f in relevant if Path(f).name in included]
+        if hits:
+            relevant[fname] = max(hits)
 
     def rank(item: tuple[str, str]) -> tuple[int, int]:
         fname, _ = item
@@ -146,33 +190,16 @@ def render_item(title: str, text: str) -> str:
     return f"### {title}\n\n{text.strip()}\n"
 
 
-def _water_fill(needs: dict[str, int], budget: int) -> dict[str, int]:
-    """Equal shares of ``budget``; a layer that needs less than its share gives the rest to the others."""
-    alloc: dict[str, int] = {}
-    left = budget
-    pending = sorted(needs, key=lambda k: needs[k])
-    while pending:
-        share = left // len(pending)
-        if needs[pending[0]] <= share:
-            k = pending.pop(0)
-            alloc[k] = needs[k]
-            left -= needs[k]
-        else:
-            for k in pending:
-                alloc[k] = share
-            break
-    return alloc
-
-
 def build_static_context(
     condition: Condition, task: TaskSpec, provider: KnowledgeProvider
 ) -> ContextBlock | None:
-    """The condition's static layers within ``condition.static_budget_tokens``.
+    """The condition's static layers within ``condition.static_budget_tokens``; nothing is ever cut.
 
-    Two tiers: first what the task needs from each layer (hardware card, the template families that
-    wrap its instructions, the contracts that concern them), the budget shared fairly between layers
-    (equal shares; a layer needing less gives the rest to the others); then, if room is left, the rest
-    of each layer in order. An item that does not fit whole is cut at a line and marked."""
+    First, layer by layer in the condition's order, the part of the layer the task's required
+    instructions need (the hardware card; the template families that wrap them; the contracts that
+    concern them), included whole or not at all; then, with ``condition.static_fill``, further documents
+    of the included layers, each whole, while room is left. What was left out, and why, is in the
+    block's notes."""
     if not condition.static:
         return None
     budget = condition.static_budget_tokens
@@ -184,40 +211,45 @@ def build_static_context(
             notes.append(f"layer {layer!r}: the knowledge pack has nothing for {task.id} ({task.arch})")
         by_layer[layer] = docs
     rendered = {id(it): render_item(it.title, it.text) for docs in by_layer.values() for it in docs}
-    needs = {
-        layer: sum(count_tokens(rendered[id(it)]) + 1 for it in docs if it.priority == 0)
-        for layer, docs in by_layer.items()
-    }
-    alloc = _water_fill(needs, budget)
-    chosen: list[tuple[KnowledgeItem, Fitted]] = []
-    used = 0
+    cost = {key: count_tokens(text) + 1 for key, text in rendered.items()}
+    left = budget
+    chosen: dict[str, list[KnowledgeItem]] = {layer: [] for layer in by_layer}
     for name, docs in by_layer.items():
-        left = alloc[name]
-        for it in (d for d in docs if d.priority == 0):
-            got = _place(it, rendered[id(it)], left, budget, notes)
-            if got is not None:
-                chosen.append((it, got))
-                left -= got.tokens + 1
-                used += got.tokens + 1
-    left = budget - used
-    for docs in by_layer.values():
-        for it in (d for d in docs if d.priority != 0):
-            got = _place(it, rendered[id(it)], left, budget, notes)
-            if got is not None:
-                chosen.append((it, got))
-                left -= got.tokens + 1
+        need = [d for d in docs if d.priority == 0]
+        tokens = sum(cost[id(d)] for d in need)
+        if not need:
+            continue
+        if tokens <= left:
+            chosen[name] = need
+            left -= tokens
+        else:
+            notes.append(
+                f"left out layer {name!r} whole: the part {task.id} needs is {tokens} tokens, "
+                f"{left} of {budget} left"
+            )
+            chosen.pop(name)
+    for name, docs in by_layer.items():
+        if name not in chosen or not condition.static_fill:
+            continue
+        for d in (d for d in docs if d.priority != 0):
+            if cost[id(d)] <= left:
+                chosen[name].append(d)
+                left -= cost[id(d)]
+            else:
+                notes.append(f"left out {d.source}:{d.doc_id} ({cost[id(d)]} tokens, {left} left)")
+    items = [it for docs in chosen.values() for it in docs]
     sections = [
         ShownSection(
             source=it.source,
             section_number=it.doc_id,
             title=it.title,
             url=it.url,
-            tokens=f.tokens,
-            truncated=f.truncated,
+            tokens=cost[id(it)] - 1,
+            needed=it.priority == 0,
         )
-        for it, f in chosen
+        for it in items
     ]
-    text = "\n".join(f.text for _, f in chosen)
+    text = "\n".join(rendered[id(it)] for it in items)
     return ContextBlock(
         kind="static",
         text=text,
@@ -228,14 +260,16 @@ def build_static_context(
     )
 
 
-def _place(item: KnowledgeItem, text: str, left: int, budget: int, notes: list[str]) -> Fitted | None:
-    if left < MIN_USEFUL_TOKENS:
-        notes.append(f"left out {item.source}:{item.doc_id} ({item.title}): no room left in {budget} tokens")
-        return None
-    fitted = fit(text, left)
-    if not fitted.text:
-        notes.append(f"left out {item.source}:{item.doc_id}: its first line does not fit in {left} tokens")
-        return None
-    if fitted.truncated:
-        notes.append(f"cut {item.source}:{item.doc_id} ({item.title}) to {fitted.tokens} tokens")
-    return fitted
+def context_fingerprint(cond: Condition, static: ContextBlock | None) -> str:
+    """Equal for two conditions that put the same knowledge in front of the model for a task: the same
+    static text and the same retrieval settings and budget (names and descriptions aside)."""
+    retrieval = cond.retrieval.model_dump_json() if cond.retrieval.enabled else "off"
+    blob = "\0".join(
+        [
+            static.text if static else "",
+            retrieval,
+            str(cond.retrieval_budget_tokens),
+            cond.history.model_dump_json(),
+        ]
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

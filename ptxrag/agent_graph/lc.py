@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ptxrag.sandbox.protocol import Evaluator
 
+from .prompts import verdict_text
 from .retrieval import default_retriever
 
 
@@ -95,7 +96,7 @@ def sandbox_tool(sandbox: Evaluator | None = None) -> StructuredTool:
                 else "NOT VERIFIED (GPU stages skipped)"
             )
         )
-        return f"{head}\n{rep.feedback()}"
+        return f"{head}\n{verdict_text(rep)}"
 
     return StructuredTool.from_function(
         evaluate_kernel,

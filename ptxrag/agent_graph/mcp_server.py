@@ -1,20 +1,23 @@
 """An MCP server so any MCP client (another agent, an IDE) can use ptxrag's knowledge and evaluator.
 
 Tools: ``search_ptx_docs``, ``read_section``, ``list_tasks``, ``evaluate_kernel``. Run it with
-``ptxrag mcp`` (stdio). The retriever and the sandbox are created on first use; a missing index is
-reported to the client as a tool error that says how to build one.
+``ptxrag mcp [--home DIR]`` (stdio). MCP clients usually start servers with a clean environment, so
+the data directory (the index) is a server argument, not only ``PTXRAG_HOME``. The retriever and the
+sandbox are created on first use; a missing index is reported to the client as a tool error that says
+how to build one.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ptxrag.sandbox.protocol import Evaluator
 
-from .retrieval import default_retriever
+from .retrieval import RetrievalUnavailable, default_retriever
 
 
 def _hit_dict(hit: Any) -> dict[str, Any]:
@@ -25,14 +28,17 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
 class PtxragTools:
     """The tools' implementations, independent of MCP (the server adapts them)."""
 
-    def __init__(self, retriever: Any = None, sandbox: Evaluator | None = None) -> None:
+    def __init__(
+        self, retriever: Any = None, sandbox: Evaluator | None = None, home: Path | None = None
+    ) -> None:
         self._retriever = retriever
         self._sandbox = sandbox
+        self.home = home
 
     @property
     def retriever(self) -> Any:
         if self._retriever is None:
-            self._retriever = default_retriever()
+            self._retriever = default_retriever() if self.home is None else _retriever_at(self.home)
         return self._retriever
 
     @property
@@ -133,6 +139,15 @@ def build_server(tools: PtxragTools | None = None) -> Any:
     return server
 
 
-def serve() -> None:
-    """Serve over stdio until the client disconnects."""
-    build_server().run("stdio")
+def _retriever_at(home: Path) -> Any:
+    from ptxrag.indexer import Retriever
+
+    try:
+        return Retriever(home)
+    except Exception as e:  # noqa: BLE001 - unbuilt or broken index: the message says what to run
+        raise RetrievalUnavailable(f"the retriever could not open its index under {home}: {e}") from e
+
+
+def serve(home: Path | None = None) -> None:
+    """Serve over stdio until the client disconnects; ``home``: the data directory holding the index."""
+    build_server(PtxragTools(home=home)).run("stdio")

@@ -14,10 +14,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ptxrag.base.errors import ConfigInputError, ModelApiFailure
@@ -26,7 +29,12 @@ from .replay import ReplayChatModel, message_text
 from .state import TokenUsage
 
 Provider = Literal["anthropic", "openai", "replay", "custom"]
+MaxTokensParam = Literal["auto", "max_tokens", "max_completion_tokens"]
 DEFAULT_MAX_OUTPUT_TOKENS = 8192
+#: the context window assumed for a model (the smallest of the usual hosted ones: GPT-4o's 128k)
+DEFAULT_CONTEXT_WINDOW_TOKENS = 128_000
+#: provider stop reasons that mean "cut off at the output limit"
+CUT_OFF_REASONS = frozenset({"max_tokens", "length", "max_output_tokens"})
 SPEC_FORMS = (
     "anthropic:<model> (key from ANTHROPIC_API_KEY), openai:<model>@<base_url> (any OpenAI-compatible "
     "server: vLLM, Ollama; key from OPENAI_API_KEY when the server needs one), replay:<file> (scripted, offline)"
@@ -102,6 +110,11 @@ class ChatModel:
     provider: Provider = "custom"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    #: OpenAI-compatible route: which request field carries the output limit
+    max_tokens_param: str = ""
+    #: OpenAI-compatible route: builds the client for the other field after a 400 that names this one
+    rebuild: Callable[[str], BaseChatModel] | None = field(default=None, repr=False, compare=False)
 
     def _wait(self, state: RetryCallState) -> float:
         """The server's Retry-After when it gave one (capped at ``max_wait_s``), else backoff with jitter."""
@@ -125,8 +138,31 @@ class ChatModel:
         )
         return [cached, *messages[1:]]
 
-    def invoke(self, messages: list[BaseMessage]) -> AIMessage:
+    def invoke(self, messages: list[BaseMessage], *, reply_index: int | None = None) -> AIMessage:
+        """One reply, with retries. ``reply_index`` (how many replies the episode already has) travels in
+        the run's metadata, never to the provider; a replay model picks its scripted reply by it."""
         prepared = self.prepare(messages)
+        config: dict[str, Any] = {}
+        if reply_index is not None:
+            config["metadata"] = {"ptxrag_reply_index": reply_index}
+        try:
+            try:
+                reply = self._call(prepared, config)
+            except Exception as e:
+                other = self._other_param(e)
+                if other is None or self.rebuild is None:
+                    raise
+                # the endpoint refused the output-limit field: use the other one from now on
+                self.chat, self.max_tokens_param = self.rebuild(other), other
+                reply = self._call(prepared, config)
+        except Exception as e:
+            kind = "still failing after retries" if is_transient(e) else "failed"
+            raise ModelCallError(f"model {self.label} {kind}: {type(e).__name__}: {e}") from e
+        if not isinstance(reply, AIMessage):
+            raise ModelCallError(f"model {self.label} returned {type(reply).__name__}, not an AIMessage")
+        return reply
+
+    def _call(self, prepared: list[BaseMessage], config: dict[str, Any]) -> Any:
         retrying = Retrying(
             stop=stop_after_attempt(self.retry.attempts),
             wait=self._wait,
@@ -134,16 +170,27 @@ class ChatModel:
             reraise=True,
             sleep=self.sleep,
         )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    reply = self.chat.invoke(prepared)
-        except Exception as e:
-            kind = "still failing after retries" if is_transient(e) else "failed"
-            raise ModelCallError(f"model {self.label} {kind}: {type(e).__name__}: {e}") from e
-        if not isinstance(reply, AIMessage):
-            raise ModelCallError(f"model {self.label} returned {type(reply).__name__}, not an AIMessage")
+        for attempt in retrying:
+            with attempt:
+                reply = self.chat.invoke(prepared, config=cast(RunnableConfig, config) if config else None)
         return reply
+
+    def _other_param(self, exc: BaseException) -> str | None:
+        """After a 400 that names the output-limit field this client sends, the other field."""
+        if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            return None
+        status = getattr(exc, "status_code", None) or getattr(
+            getattr(exc, "response", None), "status_code", None
+        )
+        if status != 400 or self.max_tokens_param not in str(exc):
+            return None
+        return "max_tokens" if self.max_tokens_param == "max_completion_tokens" else "max_completion_tokens"
+
+
+def stop_reason_of(reply: AIMessage) -> str:
+    """The provider's stop reason (Anthropic ``stop_reason``, OpenAI ``finish_reason``), or ''."""
+    meta = reply.response_metadata or {}
+    return str(meta.get("stop_reason") or meta.get("finish_reason") or "")
 
 
 def usage_of(reply: AIMessage) -> TokenUsage:
@@ -172,8 +219,13 @@ def make_chat_model(
     temperature: float | None = None,
     timeout_s: float = 600.0,
     retry: RetryPolicy | None = None,
+    max_tokens_param: MaxTokensParam = "auto",
 ) -> ChatModel:
-    """A chat model from a spec string; see ``SPEC_FORMS``. Raises ModelConfigError with what to fix."""
+    """A chat model from a spec string; see ``SPEC_FORMS``. Raises ModelConfigError with what to fix.
+
+    ``max_tokens_param`` (OpenAI-compatible route): the request field for the output limit; ``auto``
+    sends ``max_completion_tokens`` to api.openai.com and ``max_tokens`` to other servers, and either
+    switches to the other field once after a 400 that names it."""
     retry = retry or RetryPolicy()
     provider, sep, rest = spec.partition(":")
     if not sep or not rest:
@@ -200,7 +252,9 @@ def make_chat_model(
         }
         if temperature is not None:
             kwargs["temperature"] = temperature
-        return ChatModel(ChatAnthropic(**kwargs), spec, "anthropic", retry)
+        return ChatModel(
+            ChatAnthropic(**kwargs), spec, "anthropic", retry, max_output_tokens=max_output_tokens
+        )
     if provider == "openai":
         model, base_url = _split_openai(rest)
         key = os.environ.get("OPENAI_API_KEY")
@@ -211,10 +265,16 @@ def make_chat_model(
             )
         from langchain_openai import ChatOpenAI
 
+        param: str = max_tokens_param
+        if param == "auto":
+            # api.openai.com wants max_completion_tokens (o-series refuse max_tokens); local servers
+            # (older vLLM, Ollama) read max_tokens and silently ignore the newer field
+            param = (
+                "max_completion_tokens" if base_url is None or "api.openai.com" in base_url else "max_tokens"
+            )
         okw: dict = {
             "model": model,
             "api_key": key or "not-needed",
-            "max_tokens": max_output_tokens,
             "max_retries": 0,
             "timeout": timeout_s,
         }
@@ -222,12 +282,22 @@ def make_chat_model(
             okw["base_url"] = base_url
         if temperature is not None:
             okw["temperature"] = temperature
-        return ChatModel(ChatOpenAI(**okw), spec, "openai", retry)
+
+        def build(field_name: str) -> BaseChatModel:
+            if field_name == "max_tokens":  # ChatOpenAI renames its max_tokens; send the field ourselves
+                return ChatOpenAI(**okw, extra_body={"max_tokens": max_output_tokens})
+            return ChatOpenAI(**okw, max_tokens=max_output_tokens)
+
+        return ChatModel(
+            build(param), spec, "openai", retry, max_output_tokens=max_output_tokens,
+            max_tokens_param=param, rebuild=build,
+        )  # fmt: skip
     raise ModelConfigError(f"unknown model provider {provider!r} in {spec!r}; use one of: {SPEC_FORMS}")
 
 
-def as_chat_model(model: str | BaseChatModel | ChatModel, retry: RetryPolicy | None = None) -> ChatModel:
-    """Accept a spec string, any LangChain chat model, or a ChatModel."""
+def as_chat_model(model: Any, retry: RetryPolicy | None = None) -> ChatModel:
+    """Accept a spec string, any LangChain chat model, a ChatModel, a LangChain Runnable (e.g. a
+    ``RunnableLambda``) or a plain callable: messages in, a string or an AIMessage out."""
     if isinstance(model, ChatModel):
         return model
     if isinstance(model, str):
@@ -236,4 +306,45 @@ def as_chat_model(model: str | BaseChatModel | ChatModel, retry: RetryPolicy | N
         provider: Provider = "replay" if isinstance(model, ReplayChatModel) else "custom"
         label = f"replay:{model.source}" if isinstance(model, ReplayChatModel) else type(model).__name__
         return ChatModel(model, label, provider, retry or RetryPolicy())
-    raise ModelConfigError(f"not a model: {model!r}; give a spec ({SPEC_FORMS}) or a LangChain chat model")
+    if isinstance(model, Runnable) or callable(model):
+        chat = CallableChatModel(fn=model)
+        return ChatModel(chat, chat.label, "custom", retry or RetryPolicy())
+    raise ModelConfigError(
+        f"not a model: {model!r}; give a spec ({SPEC_FORMS}), a LangChain chat model, a Runnable or a callable"
+    )
+
+
+class CallableChatModel(BaseChatModel):
+    """A plain function or a LangChain Runnable used as a chat model: it gets the message list and
+    returns a string, an AIMessage, or anything with a ``content`` attribute."""
+
+    fn: Any
+
+    @property
+    def label(self) -> str:
+        name = getattr(self.fn, "name", None) or getattr(self.fn, "__name__", None) or type(self.fn).__name__
+        return f"callable:{name}"
+
+    @property
+    def _llm_type(self) -> str:
+        return "ptxrag-callable"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        out = self.fn.invoke(messages) if isinstance(self.fn, Runnable) else self.fn(messages)
+        if isinstance(out, AIMessage):
+            msg = out
+        elif isinstance(out, str):
+            msg = AIMessage(content=out)
+        elif isinstance(getattr(out, "content", None), str | list):
+            msg = AIMessage(content=out.content)
+        else:
+            raise ModelCallError(
+                f"the model callable returned {type(out).__name__}, not a string or a message"
+            )
+        return ChatResult(generations=[ChatGeneration(message=msg)])

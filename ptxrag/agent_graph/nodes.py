@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ptxrag.base.errors import SandboxFailure
@@ -19,14 +19,20 @@ from ptxrag.sandbox import EvaluationReport
 from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec
 
+from .conditions import Condition, load_condition
 from .extract import NoCodeFound, extract_code
+from .history import build_request, visible_rounds
 from .knowledge import CorpusKnowledge, KnowledgeProvider, build_static_context
-from .models import ChatModel, usage_of
-from .prompts import feedback_prompt, system_prompt, task_prompt
+from .models import CUT_OFF_REASONS, ChatModel, stop_reason_of, usage_of
+from .prompts import CONTINUE_PROMPT, feedback_prompt, system_prompt, task_prompt
 from .queries import round_queries
 from .replay import message_text
 from .retrieval import DocsRetriever, RetrievalUnavailable, retrieve_context
 from .state import AgentState, RoundDraft, RoundRecord
+from .tokens import count_tokens
+
+#: a reply cut off at the output limit is continued this many times at most within its round
+MAX_CONTINUATIONS = 1
 
 
 class SandboxError(SandboxFailure, RuntimeError):
@@ -58,8 +64,14 @@ def prepare(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
             f"state is for task {state.get('task_id')!r} but the runtime task is {deps.task.id!r}"
         )
     _emit(runtime, kind="stage", round=0, stage="prepare")
-    static = build_static_context(state["condition"], deps.task, deps.knowledge)
+    cond = state.get("condition") or "rag+templates"
+    if not isinstance(cond, Condition):
+        cond = load_condition(cond)
+    static = build_static_context(cond, deps.task, deps.knowledge)
     return {
+        "condition": cond,
+        "max_rounds": state.get("max_rounds") or 8,
+        "model_label": state.get("model_label") or deps.model.label,
         "static_context": static,
         "messages": [SystemMessage(content=system_prompt(static))],
         "round": 0,
@@ -81,7 +93,11 @@ def retrieve(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
     _emit(runtime, kind="stage", round=k, stage="retrieve")
     rounds = state.get("rounds", [])
     queries = round_queries(deps.task, rounds[-1] if rounds else None, cond.retrieval.max_queries)
-    block = retrieve_context(cond, deps.task, queries, deps.retriever, state.get("shown", []))
+    # only what the model will still see counts as shown: sections of rounds the history mode no
+    # longer resends may be retrieved again
+    visible = {r.round for r in visible_rounds(rounds, cond.history)}
+    shown = [s for r in rounds if r.round in visible and r.retrieved for s in r.retrieved.sections]
+    block = retrieve_context(cond, deps.task, queries, deps.retriever, shown)
     return {"draft": RoundDraft(round=k, queries=queries, retrieved=block), "shown": block.sections}
 
 
@@ -97,26 +113,77 @@ def generate(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
         prompt = task_prompt(deps.task, draft.retrieved)
     else:
         prompt = feedback_prompt(rounds[-1], draft.retrieved)
-    human = HumanMessage(content=prompt)
+    cond = state["condition"]
+    request = build_request(state["messages"][0], rounds, prompt, cond.history)
+    n_replies = sum(1 for m in state["messages"] if m.type == "ai")
     t0 = time.monotonic()
-    reply = deps.model.invoke([*state["messages"], human])
+    reply = deps.model.invoke(request.messages, reply_index=n_replies)
+    text, stop = message_text(reply), stop_reason_of(reply)
+    usage = usage_of(reply)
+    new_messages: list[Any] = [HumanMessage(content=prompt), reply]
+    continuations = 0
+    sent = request.sent_tokens
+    # (an empty partial reply cannot be sent back as an assistant turn: it is treated as cut off)
+    while stop in CUT_OFF_REASONS and continuations < MAX_CONTINUATIONS and text.strip():
+        continuations += 1
+        sent += request.sent_tokens + count_tokens(text) + count_tokens(CONTINUE_PROMPT)
+        _emit(runtime, kind="stage", round=draft.round, stage="continue")
+        ask = HumanMessage(content=CONTINUE_PROMPT)
+        more = deps.model.invoke(
+            [*request.messages, AIMessage(content=text), ask], reply_index=n_replies + continuations
+        )
+        text = join_continuation(text, message_text(more))
+        stop = stop_reason_of(more)
+        usage = usage + usage_of(more)
+        new_messages += [ask, more]
     wall = time.monotonic() - t0
-    text = message_text(reply)
-    try:
-        ex = extract_code(text)
-        code, notes, error = ex.code, ex.notes, None
-    except NoCodeFound as e:
-        code, notes, error = None, [], str(e)
+    cut_off = stop in CUT_OFF_REASONS
+    if cut_off:
+        code, notes = None, []
+        error = (
+            f"the reply was cut off at the output limit (stop reason {stop!r}"
+            + (f", after {continuations} continuation(s)" if continuations else "")
+            + "), so it was not compiled"
+        )
+    else:
+        try:
+            ex = extract_code(text)
+            code, notes, error = ex.code, ex.notes, None
+        except NoCodeFound as e:
+            code, notes, error = None, [], str(e)
+        if continuations:
+            notes = [
+                f"the reply was cut off at the output limit and continued {continuations} time(s)",
+                *notes,
+            ]
     update = {
         "prompt": prompt,
         "reply": text,
         "code": code,
         "extraction_notes": notes,
         "extraction_error": error,
-        "usage": usage_of(reply),
+        "usage": usage,
         "model_wall_s": wall,
+        "model_stop_reason": stop,
+        "cut_off": cut_off,
+        "continuations": continuations,
+        "history_tokens": request.history_tokens,
+        "sent_tokens": sent,
+        "rounds_summarized": request.rounds_summarized,
     }
-    return {"messages": [human, reply], "draft": draft.model_copy(update=update)}
+    return {"messages": new_messages, "draft": draft.model_copy(update=update)}
+
+
+def join_continuation(first: str, more: str) -> str:
+    """A cut-off reply and its continuation as one text. A continuation that reopens the code block
+    the first part left open has its opening fence dropped."""
+    head = more.lstrip("\n")
+    lines = head.splitlines(keepends=True)
+    opened = first.count("```") % 2 == 1
+    if opened and lines and lines[0].lstrip().startswith("```") and lines[0].strip() != "```":
+        head = "".join(lines[1:])
+    sep = "" if first.endswith("\n") or not first else "\n"
+    return first + sep + head
 
 
 def outcome_of(report: EvaluationReport | None, extraction_error: str | None) -> str:
@@ -152,8 +219,12 @@ def evaluate(state: AgentState, runtime: Runtime[AgentDeps]) -> dict[str, Any]:
                 + "; ".join(f"[{s.stage}] {s.message}" for s in broken)
             )
     static = state.get("static_context")
+    layers = dict(static.tokens_by_source()) if static else {}
+    if draft.retrieved is not None:
+        layers.update({f"retrieved:{k}": v for k, v in draft.retrieved.tokens_by_source().items()})
     record = RoundRecord(
         **draft.model_dump(exclude={"round", "queries", "retrieved", "usage"}),
+        layer_tokens=layers,
         round=draft.round,
         queries=draft.queries,
         retrieved=draft.retrieved,

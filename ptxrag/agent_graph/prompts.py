@@ -10,6 +10,16 @@ from ptxrag.sandbox import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from .state import ContextBlock, RoundRecord
+from .tokens import fit
+
+#: the evaluator's verdict in a feedback prompt is cut (at a line, visibly) to this many tokens, so a
+#: compiler that prints thousands of lines cannot push an episode past the model's context window
+MAX_FEEDBACK_TOKENS = 4000
+
+CONTINUE_PROMPT = (
+    "Your reply was cut off at the output limit. Continue exactly where it stopped, with no repetition "
+    "and no preamble, and close the code block."
+)
 
 
 @functools.cache
@@ -71,9 +81,21 @@ def verdict_line(report: EvaluationReport | None) -> str:
     return f"{f.stage} {f.status}"
 
 
+def verdict_text(report: EvaluationReport) -> str:
+    """Every stage's status and message (a message that repeats its status, as ``skipped: no GPU`` does,
+    is not prefixed twice), then the compiler output of a failed compile."""
+    lines = []
+    for s in report.stages():
+        msg = s.message.removeprefix(f"{s.status}: ") if s.message.startswith(f"{s.status}:") else s.message
+        lines.append(f"[{s.stage}] {s.status}: {msg}")
+    if report.compile.status == "failed" and report.compile.log:
+        lines.append("compiler output:\n" + report.compile.log)
+    return "\n".join(lines)
+
+
 def report_feedback(report: EvaluationReport) -> str:
     """The verdict in words a model can act on: every stage, compiler errors, instruction evidence."""
-    parts = [report.feedback()]
+    parts = [verdict_text(report)]
     absent = [p for p in report.static.instructions if not p.present]
     for p in absent:
         parts.append(
@@ -88,9 +110,21 @@ def feedback_prompt(last: RoundRecord, retrieved: ContextBlock | None) -> str:
         body = f"No kernel was evaluated: {last.extraction_error}"
         instruction = "Send the whole .cu file in one ```cuda code block."
     else:
-        body = "```text\n" + report_feedback(last.report).strip() + "\n```"
+        verdict = fit(report_feedback(last.report).strip(), MAX_FEEDBACK_TOKENS).text
+        body = "```text\n" + verdict + "\n```"
         instruction = (
             "Fix what the verdict reports and send the whole corrected .cu file in one ```cuda block."
+        )
+    if last.cut_off:
+        body += (
+            f"\n\nYour reply was cut off at the output limit (stop reason `{last.model_stop_reason}`"
+            + (f", after {last.continuations} continuation(s)" if last.continuations else "")
+            + "). Keep the next one shorter: little prose, no second version, only the code that is needed."
+        )
+    elif last.continuations:
+        body += (
+            f"\n\nYour reply was cut off at the output limit and continued {last.continuations} time(s); "
+            "the parts were joined. A shorter reply avoids that."
         )
     if last.extraction_notes:
         body += "\n\nAbout your reply: " + "; ".join(last.extraction_notes) + "."

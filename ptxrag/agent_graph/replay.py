@@ -8,10 +8,12 @@ A replay file (TOML) lists replies in order:
     [[reply]]
     fail_first = 1            # optional: raise this many times before answering
     error = "rate_limit"      # rate_limit | server_error | fatal
+    stop_reason = "max_tokens"  # optional: play a reply cut off at the output limit (default end_turn)
     text = '''...'''
 
-The reply given is chosen by the number of assistant messages already in the conversation, not by a
-counter, so an episode resumed in a new process gets the same reply for the same round.
+The reply given is chosen by the number of replies the episode already has (the agent passes it in the
+run's metadata; without it, the assistant messages in the request are counted), not by a counter, so an
+episode resumed in a new process gets the same reply for the same round.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ReplayEntry(BaseModel):
     text: str = ""
     error: ErrorKind | None = None
     fail_first: int = 0
+    stop_reason: str = "end_turn"
 
 
 def message_text(m: BaseMessage) -> str:
@@ -103,7 +106,11 @@ class ReplayChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self._calls += 1
-        index = sum(1 for m in messages if m.type == "ai")
+        # the agent passes how many replies the episode already has (its request may resend only some)
+        meta = getattr(run_manager, "metadata", None) or {}
+        index = meta.get("ptxrag_reply_index")
+        if not isinstance(index, int):
+            index = sum(1 for m in messages if m.type == "ai")
         if index >= len(self.entries):
             raise ReplayError(
                 f"replay {self.source} has {len(self.entries)} replies; reply {index + 1} was asked for"
@@ -125,6 +132,9 @@ class ReplayChatModel(BaseChatModel):
                 "output_tokens": out_tokens,
                 "total_tokens": prompt_tokens + out_tokens,
             },
-            response_metadata={"model_name": f"replay:{Path(self.source).name}"},
+            response_metadata={
+                "model_name": f"replay:{Path(self.source).name}",
+                "stop_reason": entry.stop_reason,
+            },
         )
         return ChatResult(generations=[ChatGeneration(message=msg)])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal, Required, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict as SchemaTypedDict
 
 from ptxrag.sandbox import EvaluationReport
 
@@ -39,6 +40,7 @@ class ShownSection(_Frozen):
     truncated: bool = False
     query: str = Field("", description="the retrieval query that found it; empty for static layers")
     score: float | None = None
+    needed: bool = Field(False, description="static: part of what the task's required instructions need")
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -54,6 +56,13 @@ class ContextBlock(_Frozen):
     budget_tokens: int
     sections: list[ShownSection] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="what was cut or unavailable, and why")
+
+    def tokens_by_source(self) -> dict[str, int]:
+        """Tokens carried per source (static: per layer; retrieved: per index source), in order of appearance."""
+        out: dict[str, int] = {}
+        for s in self.sections:
+            out[s.source] = out.get(s.source, 0) + s.tokens
+        return out
 
 
 class TokenUsage(_Frozen):
@@ -86,6 +95,12 @@ class RoundDraft(_Frozen):
     extraction_error: str | None = None
     usage: TokenUsage = TokenUsage()
     model_wall_s: float = 0.0
+    model_stop_reason: str = ""
+    cut_off: bool = False
+    continuations: int = 0
+    history_tokens: int = 0
+    sent_tokens: int = 0
+    rounds_summarized: list[int] = Field(default_factory=list)
 
 
 class RoundRecord(_Frozen):
@@ -106,6 +121,23 @@ class RoundRecord(_Frozen):
     usage: TokenUsage = TokenUsage()
     model_wall_s: float = 0.0
     eval_wall_s: float = 0.0
+    model_stop_reason: str = Field(
+        "", description="why the model stopped, as the provider says (end_turn, stop, max_tokens, length)"
+    )
+    cut_off: bool = Field(False, description="the reply (after any continuation) hit the output limit")
+    continuations: int = Field(0, description="times the model was asked to continue a cut-off reply")
+    history_tokens: int = Field(0, description="tokens of earlier rounds resent with this round's prompt")
+    sent_tokens: int = Field(
+        0,
+        description="tokens of the whole request (system prompt, history, prompt), continuation requests added",
+    )
+    rounds_summarized: list[int] = Field(
+        default_factory=list, description="earlier rounds not resent verbatim (history mode)"
+    )
+    layer_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="knowledge tokens carried per layer: static layers by name, retrieved as retrieved:<source>",
+    )
 
     @property
     def success(self) -> bool:
@@ -143,6 +175,21 @@ class AgentState(TypedDict, total=False):
     """The round of the best attempt so far (success first, then stages passed, then speed)."""
     stop_reason: StopReason | None
     """Set by route when the episode ends."""
+
+
+class AgentInput(SchemaTypedDict, total=False):
+    """What ``build_graph().invoke(...)`` takes (with ``context=AgentDeps(...)``); the rest of the state
+    is filled in by the graph. ``ptxrag.agent_graph.transcript_markdown(final_state)`` renders the
+    transcript of the state it returns."""
+
+    task_id: Required[str]
+    """Must equal ``AgentDeps.task.id``."""
+    condition: Condition | str
+    """A Condition, a built-in condition name or a .toml path (default ``rag+templates``)."""
+    max_rounds: int
+    """Round limit (default 8)."""
+    model_label: str
+    """Label recorded for the model (default: the model's own)."""
 
 
 #: state classes the checkpointer may deserialize (the nested ones are rebuilt by their parents)

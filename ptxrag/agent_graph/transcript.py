@@ -41,6 +41,7 @@ def _details(summary: str, body: str) -> str:
 
 def _context_list(block: ContextBlock) -> str:
     rows = [f"- {s.source} {s.version} §{s.section_number} {s.title} ({s.tokens} tokens"
+            + (", needed by the task" if s.needed else "")
             + (", cut" if s.truncated else "") + (f"; query: `{s.query}`" if s.query else "") + ")"
             for s in block.sections]  # fmt: skip
     rows += [f"- note: {n}" for n in block.notes]
@@ -65,8 +66,10 @@ def render_markdown(
             + "\n"
         )
     if static is not None:
+        per = ", ".join(f"{k} {v}" for k, v in static.tokens_by_source().items()) or "nothing"
         out.append(
-            f"## Static knowledge ({static.tokens} of {static.budget_tokens} tokens)\n\n{_context_list(static)}\n"
+            f"## Static knowledge ({static.tokens} of {static.budget_tokens} tokens: {per})\n\n"
+            f"{_context_list(static)}\n"
         )
     out.append(_details("system prompt", _fence(system_prompt, "markdown")))
     for r in rounds:
@@ -90,11 +93,46 @@ def render_markdown(
             out.append("\n".join(rows) + "\n")
             if r.report.compile.log and r.report.compile.status == "failed":
                 out.append(_fence(r.report.compile.log, "text"))
+        out.append(context_line(r) + "\n")
         u = r.usage
         out.append(f"Tokens: {u.input_tokens} in, {u.output_tokens} out"
                    + (f", {u.cache_read_tokens} read from cache" if u.cache_read_tokens else "")
                    + f"; model {r.model_wall_s:.1f} s, evaluation {r.eval_wall_s:.1f} s\n")  # fmt: skip
     return "\n".join(out)
+
+
+def context_line(r: RoundRecord) -> str:
+    """What the round's request carried, in cl100k_base tokens: knowledge per layer, history, the whole."""
+    layers = ", ".join(f"{k} {v}" for k, v in r.layer_tokens.items()) or "no knowledge"
+    hist = f"history {r.history_tokens}"
+    if r.rounds_summarized:
+        hist += f" (rounds {', '.join(str(x) for x in r.rounds_summarized)} not resent verbatim)"
+    stop = f"; stop reason {r.model_stop_reason}" if r.model_stop_reason else ""
+    cut = " (cut off)" if r.cut_off else (f" ({r.continuations} continuation(s))" if r.continuations else "")
+    return f"Context carried: {layers}; {hist}; whole request {r.sent_tokens} tokens{stop}{cut}"
+
+
+def transcript_markdown(state: dict[str, Any]) -> str:
+    """The Markdown transcript of a graph state (what ``build_graph().invoke(...)`` returns)."""
+    from .replay import message_text
+    from .tokens import TOKENIZER
+
+    cond = state.get("condition")
+    msgs = state.get("messages", [])
+    header = {
+        "episode_id": state.get("episode_id", "(graph invoked directly)"),
+        "task_id": state.get("task_id", ""),
+        "condition": getattr(cond, "name", str(cond)),
+        "model": state.get("model_label", ""),
+        "budget_tokens": getattr(cond, "budget_tokens", 0),
+        "tokenizer": TOKENIZER,
+        "max_rounds": state.get("max_rounds", 0),
+    }
+    result = None
+    if state.get("stop_reason"):
+        result = {"stop_reason": state["stop_reason"], "best_round": state.get("best_round"), "error": None}
+    system = message_text(msgs[0]) if msgs else ""
+    return render_markdown(header, state.get("static_context"), system, list(state.get("rounds", [])), result)
 
 
 def write_markdown(path: Path, text: str) -> None:

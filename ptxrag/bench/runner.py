@@ -98,6 +98,12 @@ def _exclusive(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _budget_setting(spec: BenchSpec) -> str:
+    if spec.budgets:
+        return "axis " + ",".join(str(b) for b in spec.budgets)
+    return str(spec.budget_tokens or "per condition")
+
+
 def _relative(path: str, out: Path) -> str:
     try:
         return str(Path(path).resolve().relative_to(out))
@@ -132,9 +138,7 @@ def run_bench(
             opts.update(address=ray_address, num_cpus=ray_num_cpus)
         executor = make_executor(executor, **opts)
     with _exclusive(out), BenchStore(out) as store:
-        store.check_settings(
-            {"max_rounds": str(spec.max_rounds), "budget_tokens": str(spec.budget_tokens or "per condition")}
-        )
+        store.check_settings({"max_rounds": str(spec.max_rounds), "budget_tokens": _budget_setting(spec)})
         store.add_pending([episode_base(ep) for ep in episodes])
         status = {e.episode_id: e.status for e in store.episodes()}
         todo = [ep for ep in episodes if status.get(ep.episode_id) != "done"]

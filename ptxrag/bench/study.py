@@ -12,7 +12,7 @@ import re
 from itertools import product
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec
@@ -35,6 +35,28 @@ class BenchSpec(_Frozen):
     samples: int = Field(1, ge=1, le=1000)
     max_rounds: int = Field(8, ge=1, le=50)
     budget_tokens: int | None = Field(None, ge=256, le=200_000, description="overrides the conditions'")
+    budgets: list[int] | None = Field(
+        None, description="a study axis: every episode once per budget (overrides the conditions')"
+    )
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return None
+        if not v or any(not 256 <= b <= 200_000 for b in v) or len(set(v)) != len(v):
+            raise ValueError("budgets: distinct token counts between 256 and 200000")
+        return v
+
+    @model_validator(mode="after")
+    def _one_budget_setting(self) -> BenchSpec:
+        if self.budgets and self.budget_tokens is not None:
+            raise ValueError("give either a budget or budgets (a study axis), not both")
+        return self
+
+    @property
+    def budget_axis(self) -> list[int | None]:
+        return list(self.budgets) if self.budgets else [self.budget_tokens]
 
     @field_validator("tasks", "models", "conditions")
     @classmethod
@@ -55,13 +77,19 @@ class EpisodeKey(_Frozen):
     model: str
     condition: str
     sample: int = Field(ge=0)
+    budget_tokens: int | None = Field(None, description="set when budgets are a study axis")
 
     @property
     def episode_id(self) -> str:
         """Deterministic: the same key always names the same episode (and resumes it)."""
-        blob = json.dumps([self.task_id, self.model, self.condition, self.sample])
-        digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
-        return f"{self.task_id}.{_slug(condition_label(self.condition))}.{_slug(model_label(self.model))}.s{self.sample}.{digest}"
+        parts: list[object] = [self.task_id, self.model, self.condition, self.sample]
+        if self.budget_tokens is not None:
+            parts.append(self.budget_tokens)
+        digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:10]
+        cond = condition_label(self.condition)
+        if self.budget_tokens is not None:
+            cond += f"@{budget_label(self.budget_tokens)}"
+        return f"{self.task_id}.{_slug(cond)}.{_slug(model_label(self.model))}.s{self.sample}.{digest}"
 
 
 class Episode(_Frozen):
@@ -81,6 +109,20 @@ class Episode(_Frozen):
 
 def _slug(text: str, limit: int = 40) -> str:
     return re.sub(r"[^A-Za-z0-9+.-]+", "-", text).strip("-.")[:limit] or "x"
+
+
+def budget_label(tokens: int) -> str:
+    """8000 -> ``8k``; 8192 -> ``8192``."""
+    return f"{tokens // 1000}k" if tokens % 1000 == 0 else str(tokens)
+
+
+def parse_budget(text: str) -> int:
+    """``8k`` -> 8000, ``16000`` -> 16000 (k means a thousand, as in the built-in budgets)."""
+    t = text.strip().lower()
+    try:
+        return int(float(t[:-1]) * 1000) if t.endswith("k") else int(t)
+    except ValueError:
+        raise ValueError(f"not a token budget: {text!r} (write 8k or 8000)") from None
 
 
 def model_label(spec: str) -> str:
@@ -119,8 +161,9 @@ def model_for_task(model: str, task_id: str) -> str:
     return model
 
 
-def resolve(spec: BenchSpec) -> list[Episode]:
-    """Every episode of the study, in a stable order; raises BenchConfigError on anything unusable."""
+def resolve(spec: BenchSpec, *, check_models: bool = True) -> list[Episode]:
+    """Every episode of the study, in a stable order; raises BenchConfigError on anything unusable.
+    ``check_models=False`` (a dry run) does not ask for credentials, only for well-formed specs."""
     from ptxrag.agent_graph import ConditionError, ModelConfigError, load_condition, make_chat_model
     from ptxrag.tasks import TaskError, load_task
 
@@ -142,7 +185,10 @@ def resolve(spec: BenchSpec) -> list[Episode]:
     for m in models:
         for task in tasks:
             try:
-                make_chat_model(model_for_task(m, task.id))
+                if check_models or m.startswith("replay:"):
+                    make_chat_model(model_for_task(m, task.id))
+                elif m.partition(":")[0] not in ("anthropic", "openai") or not m.partition(":")[2]:
+                    raise ModelConfigError(f"model spec {m!r} is not anthropic:, openai: or replay:")
             except ModelConfigError as e:
                 problems.append(f"model {m} for task {task.id}: {e}")
     if len({t.id for t in tasks}) != len(tasks):
@@ -150,16 +196,21 @@ def resolve(spec: BenchSpec) -> list[Episode]:
     if problems:
         raise BenchConfigError("the study cannot run:\n  " + "\n  ".join(dict.fromkeys(problems)))
     episodes = []
-    for task, model, (cond, cname), sample in product(tasks, models, conditions.items(), range(spec.samples)):
-        key = EpisodeKey(task_id=task.id, model=model, condition=cond, sample=sample)
+    axis = spec.budget_axis
+    for task, model, (cond, cname), budget, sample in product(
+        tasks, models, conditions.items(), axis, range(spec.samples)
+    ):
+        on_axis = budget if spec.budgets else None
+        key = EpisodeKey(task_id=task.id, model=model, condition=cond, sample=sample, budget_tokens=on_axis)
         episodes.append(
             Episode(
                 key=key,
                 task=task,
                 model_spec=model_for_task(model, task.id),
-                condition_name=cname,
+                # with budgets as an axis, each budget is its own condition in every table: name@8k
+                condition_name=f"{cname}@{budget_label(on_axis)}" if on_axis is not None else cname,
                 max_rounds=spec.max_rounds,
-                budget_tokens=spec.budget_tokens,
+                budget_tokens=budget,
             )
         )
     return episodes

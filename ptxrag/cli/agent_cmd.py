@@ -21,6 +21,7 @@ def _progress_table(result: Any) -> Table:
         "round",
         "outcome",
         "knowledge (tokens)",
+        "per layer, history, request",
         "retrieved sections",
         "model tokens in/out",
         "eval s",
@@ -32,10 +33,12 @@ def _progress_table(result: Any) -> Table:
         )
         know = f"static {r.static_tokens} + retrieved {r.retrieved_tokens} / {result.budget_tokens}"
         style = "green" if r.success else ("yellow" if r.report and r.report.first_failure is None else "red")
+        layers = ", ".join(f"{k} {v}" for k, v in r.layer_tokens.items()) or "-"
         t.add_row(
             str(r.round),
             f"[{style}]{r.outcome}[/]",
             know,
+            f"{layers}; history {r.history_tokens}; request {r.sent_tokens}",
             secs[:300] or "-",
             f"{r.usage.input_tokens}/{r.usage.output_tokens}",
             f"{r.eval_wall_s:.1f}",
@@ -63,7 +66,26 @@ def _run_with_progress(*, progress_to_stderr: bool = False, **kwargs: Any) -> An
         return run_task(on_event=on_event, **kwargs)
 
 
-def _summary(result: Any) -> None:
+def resume_command(result: Any, *, sandbox: str = "local", history: str | None = None) -> str:
+    """The whole command that resumes ``result``'s episode (model, condition, limits, runs folder, id)."""
+    import shlex
+    from pathlib import Path
+
+    cond = result.condition
+    args = ["ptxrag", "run", result.task_id, "--model", result.model]
+    args += [
+        "--condition",
+        cond.source_file if cond.source_file and not cond.source_file.startswith("builtin:") else cond.name,
+    ]
+    args += ["--max-rounds", str(result.max_rounds), "--budget", str(result.budget_tokens)]
+    args += ["--history", history or cond.history.mode]
+    if sandbox != "local":
+        args += ["--sandbox", sandbox]
+    args += ["--runs-dir", str(Path(result.checkpoint_db).parent), "--episode", result.episode_id]
+    return shlex.join(args)
+
+
+def _summary(result: Any, resume: str = "") -> None:
     console.print(_progress_table(result))
     best = result.best
     console.print(
@@ -77,13 +99,22 @@ def _summary(result: Any) -> None:
     console.print(f"transcript: {result.transcript_md}\n            {result.transcript_jsonl}")
     if result.interrupted:
         err_console.print(f"[bold red]interrupted:[/] {result.error}")
-        err_console.print(f"resume with: ptxrag run {result.task_id} --episode {result.episode_id} ...")
+        err_console.print(
+            "resume with:", resume or resume_command(result), markup=False, highlight=False, soft_wrap=True
+        )
 
 
 def run_cmd(
-    task_id: Annotated[str, typer.Argument(help="task id or task folder")],
-    model: Annotated[str, typer.Option(help="anthropic:<model> | openai:<model>@<base_url> | replay:<file>")],
-    condition: Annotated[str, typer.Option(help="built-in condition name or a .toml file")] = "rag+templates",
+    task_id: Annotated[
+        str | None,
+        typer.Argument(help="task id or task folder (leave out with --episode to resume it as it was)"),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="anthropic:<model> | openai:<model>@<base_url> | replay:<file>")
+    ] = None,
+    condition: Annotated[
+        str | None, typer.Option(help="built-in condition name or a .toml file (default rag+templates)")
+    ] = None,
     max_rounds: Annotated[int, typer.Option(help="round limit")] = 8,
     sandbox: Annotated[str, typer.Option(help="'local' or the URL of a sandbox service")] = "local",
     budget: Annotated[
@@ -91,6 +122,9 @@ def run_cmd(
     ] = None,
     episode: Annotated[str | None, typer.Option(help="episode id: resumes it when it exists")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="where checkpoints and transcripts go")] = None,
+    history: Annotated[
+        str | None, typer.Option(help="history mode: full, last-k or summary (default: the condition's)")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Run the agent on one task (resumable with --episode).
@@ -98,18 +132,32 @@ def run_cmd(
     Exit 0 when solved (or nothing failed and only GPU stages were skipped), 1 when the round limit was reached, 2 on a harness failure."""
     quiet_model_loading()  # a retrieval condition loads the embedding model
     from ptxrag.agent_graph import ConditionError, EpisodeMismatch, ModelConfigError, RetrievalUnavailable
+    from ptxrag.agent_graph.episode import stored_episode
     from ptxrag.tasks import TaskError
 
+    cond: Any = condition or "rag+templates"
     try:
+        if task_id is None or model is None:
+            if episode is None:
+                fail("give a task and --model, or --episode ID alone to resume an episode as it was started")
+            if task_id is not None or model is not None or condition is not None:
+                fail("--episode alone resumes as the episode was started; give the task, --model and "
+                     "--condition too, or none of them")  # fmt: skip
+            stored = stored_episode(episode, runs_dir)
+            task_id, model, cond = stored["task"], stored["model"], stored["condition"]
+            max_rounds = stored["max_rounds"]
+            if str(stored["sandbox"]).startswith(("http://", "https://")):
+                sandbox = stored["sandbox"]
         result = _run_with_progress(
             task=task_id,
             model=model,
-            condition=condition,
+            condition=cond,
             max_rounds=max_rounds,
             sandbox=sandbox,
             budget_tokens=budget,
             episode_id=episode,
             runs_dir=runs_dir,
+            history=history,
             progress_to_stderr=json_out,
         )
     except (
@@ -121,10 +169,13 @@ def run_cmd(
         ValueError,
     ) as e:
         fail(str(e))
+    resume = resume_command(result, sandbox=sandbox, history=history)
     if json_out:
         print(result.model_dump_json(indent=2))
+        if result.interrupted:
+            err_console.print("resume with:", resume, markup=False, highlight=False, soft_wrap=True)
     else:
-        _summary(result)
+        _summary(result, resume)
     if result.interrupted:
         raise typer.Exit(2)
     if result.stop_reason == "round_limit":
@@ -238,12 +289,24 @@ def demo_problems(result: Any, *, gpu: bool) -> list[str]:
     return out
 
 
-def mcp_cmd() -> None:
+def mcp_cmd(
+    home: Annotated[
+        Path | None,
+        typer.Option(help="data directory with the index (default: PTXRAG_HOME); MCP clients often start "
+                     "servers with a clean environment, so give it here"),
+    ] = None,
+) -> None:  # fmt: skip
     """Serve search_ptx_docs, read_section, list_tasks and evaluate_kernel over MCP (stdio)."""
+    import os
+
     quiet_model_loading()
     from ptxrag.agent_graph.mcp_server import serve
 
-    serve()
+    if home is not None:
+        home = home.expanduser().resolve()
+        # the whole process (sandbox compile cache too) uses this home, as if PTXRAG_HOME were set
+        os.environ["PTXRAG_HOME"] = str(home)
+    serve(home)
 
 
 def register(app: typer.Typer) -> None:

@@ -51,6 +51,51 @@ def _summary_table(out: Path) -> Table:
     return t
 
 
+def _print_plan(spec: Any) -> None:
+    from ptxrag.bench.plan import plan_bench
+
+    plan = plan_bench(spec)
+    t = Table(title=f"dry run: {len(plan.episodes)} episode(s), nothing is run", header_style="bold")
+    for col in (
+        "episode",
+        "condition",
+        "model",
+        "rounds",
+        "static",
+        "input tokens",
+        "output tokens",
+        "cost USD",
+    ):
+        t.add_column(col, overflow="fold")
+    for e in plan.episodes:
+        t.add_row(
+            e.episode_id, e.condition, e.model, str(e.rounds), str(e.static_tokens), f"{e.input_tokens:,}",
+            f"{e.output_tokens:,}", "–" if e.cost_usd is None else f"{e.cost_usd:.2f}",
+        )  # fmt: skip
+    console.print(t)
+    m = Table(title="per model (worst case: every episode runs all its rounds)", header_style="bold")
+    for col in ("model", "episodes", "input tokens", "output tokens", "cost USD"):
+        m.add_column(col)
+    for model, v in plan.per_model.items():
+        cost = v["cost_usd"]
+        m.add_row(
+            model, str(int(v["episodes"] or 0)), f"{int(v['input_tokens'] or 0):,}", f"{int(v['output_tokens'] or 0):,}",
+            "– (no price in prices.toml)" if cost is None else f"{cost:.2f}",
+        )  # fmt: skip
+    console.print(m)
+    for task, conds in plan.identical:
+        console.print(f"same prompt for {task}: " + " = ".join(conds) + " (they measure the same thing)")
+    a = plan.assumptions
+    console.print(
+        f"GPU time: at most {plan.gpu_s / 3600:.1f} h ({a['gpu_s_per_evaluation']} s per evaluation, every round "
+        "reaching the GPU)"
+    )
+    console.print(
+        f"assumptions: {int(a['reply_tokens'])} tokens per reply, {int(a['feedback_tokens'])} per verdict, retrieval "
+        "fills its budget, no prompt-cache discount; counts in cl100k_base"
+    )
+
+
 def bench_cmd(
     out: Annotated[Path, typer.Option("--out", help="bench folder: database, checkpoints, transcripts")],
     tasks: Annotated[
@@ -68,6 +113,16 @@ def bench_cmd(
     budget: Annotated[
         int | None, typer.Option(help="context budget in tokens (default: each condition's)")
     ] = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option(help="budgets as a study axis, e.g. 8k,16k,32k: every episode once per budget"),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="print the episodes and estimated tokens, cost and GPU time; run nothing"
+        ),
+    ] = False,
     executor: Annotated[str, typer.Option(help="local (threads here) or ray (a Ray cluster)")] = "local",
     workers: Annotated[int, typer.Option(help="episodes in flight at once")] = 4,
     sandbox: Annotated[str, typer.Option(help="'local' or the URL of a sandbox service")] = "local",
@@ -87,13 +142,22 @@ def bench_cmd(
     conditions = conditions or ["rag+templates"]
     if executor not in ("local", "ray"):
         fail(f"--executor must be local or ray, not {executor!r}")
+    from ptxrag.bench.study import parse_budget
+
     try:
+        axis = [parse_budget(b) for b in _split([budgets])] if budgets else None
         spec = BenchSpec(
             tasks=_expand_tasks(_split(tasks)), models=_split(models), conditions=_split(conditions),
-            samples=samples, max_rounds=max_rounds, budget_tokens=budget,
+            samples=samples, max_rounds=max_rounds, budget_tokens=budget, budgets=axis,
         )  # fmt: skip
     except ValueError as e:
         fail(f"invalid study settings: {e}")
+    if dry_run:
+        try:
+            _print_plan(spec)
+        except (BenchConfigError, ValueError) as e:
+            fail(str(e))
+        return
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[note]}"), console=console, transient=False,
@@ -158,8 +222,13 @@ def report_cmd(
             )
     except (FileNotFoundError, PriceError) as e:
         fail(str(e))
+    from ptxrag.bench.context_report import context_markdown, write_context_report
+
+    context = write_context_report(folder, dest)
+    with Path(files.markdown).open("a") as f:  # the context section closes report.md
+        f.write("\n" + context_markdown(folder))
     console.print(f"{files.finished}/{files.episodes} episode(s) finished and reported")
-    console.print(f"markdown: {files.markdown}\nhtml:     {files.html}")
+    console.print(f"markdown: {files.markdown}\nhtml:     {files.html}\ncontext:  {context}")
 
 
 def fixit_cmd(

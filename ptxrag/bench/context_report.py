@@ -1,0 +1,132 @@
+"""What each condition put in front of the model, in tokens: per knowledge layer, per retrieved section,
+and which conditions gave the same prompt for a task. Read from the episodes' ``transcript.jsonl`` (the
+rounds' ``layer_tokens``, ``history_tokens``, ``sent_tokens`` and retrieved sections, and the result's
+``context_fingerprint``), so it needs nothing beyond a bench folder.
+
+``ptxrag report`` writes it as ``context.md`` and appends it to ``report.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from .store import BenchStore
+from .study import model_label
+
+STATIC_LAYERS = ("hardware", "templates", "contracts")
+
+
+def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    header: dict[str, Any] = {}
+    rounds: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        kind = rec.get("type")
+        if kind == "episode":
+            header = rec
+        elif kind == "round":
+            rounds.append(rec)
+        elif kind == "result":
+            result = rec
+    return header, rounds, result
+
+
+def context_markdown(out: Path | str, top_sections: int = 12) -> str:
+    """The context section of a study's report, as Markdown."""
+    out = Path(out).expanduser().resolve()
+    with BenchStore(out, create=False) as store:
+        rows = [r for r in store.episodes() if r.status == "done" and r.transcript_jsonl]
+    per_group: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
+    sections: dict[str, dict[tuple[str, str, str], list[int]]] = defaultdict(lambda: defaultdict(list))
+    prints: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    layers_seen: list[str] = []
+    for row in rows:
+        path = out / row.transcript_jsonl if row.transcript_jsonl else None
+        if path is None or not path.is_file():
+            continue
+        _header, rounds, result = _read(path)
+        vals: dict[str, float] = defaultdict(float)
+        for r in rounds:
+            for k, v in (r.get("layer_tokens") or {}).items():
+                if k.startswith("retrieved:"):
+                    vals[k] += v
+                else:
+                    vals[k] = v  # a static layer is the same every round: tokens per request
+                if k not in layers_seen:
+                    layers_seen.append(k)
+            vals["history"] += r.get("history_tokens", 0)
+            vals["sent"] += r.get("sent_tokens", 0)
+            for s in (r.get("retrieved") or {}).get("sections", []):
+                key = (s["source"], s.get("version", ""), f"§{s['section_number']} {s['title']}")
+                sections[row.condition][key].append(s["tokens"])
+        vals["rounds"] = len(rounds)
+        per_group[(row.condition, model_label(row.model))].append(vals)
+        fp = result.get("context_fingerprint")
+        if fp:
+            prints[row.task_id][fp].add(row.condition)
+    static = [k for k in STATIC_LAYERS if k in layers_seen]
+    retrieved = sorted(k for k in layers_seen if k.startswith("retrieved:"))
+    cols = [*static, *retrieved, "history", "sent"]
+    lines = ["## Context carried per condition (cl100k_base tokens)", ""]
+    if not per_group:
+        return "\n".join([*lines, "No finished episode has a transcript with context records.", ""])
+    lines += [
+        "Static layers: tokens in every request (the system prompt). Retrieved, history and sent: summed over "
+        "an episode's rounds. Means over finished episodes.",
+        "",
+        "| condition | model | episodes | mean rounds | " + " | ".join(cols) + " |",
+        "| --- | --- | --- | --- | " + " | ".join("---" for _ in cols) + " |",
+    ]
+    for (cond, model), eps in sorted(per_group.items()):
+        cells = [f"{mean(e.get(c, 0) for e in eps):.0f}" for c in cols]
+        lines.append(
+            f"| {cond} | {model} | {len(eps)} | {mean(e['rounds'] for e in eps):.1f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    if sections:
+        lines += ["", "### Retrieved sections", ""]
+        lines += [
+            "| condition | section | source | times shown | tokens |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for cond in sorted(sections):
+            ranked = sorted(sections[cond].items(), key=lambda kv: (-len(kv[1]), kv[0]))[:top_sections]
+            for (source, version, title), toks in ranked:
+                lines.append(
+                    f"| {cond} | {title.replace('|', '/')} | {source} {version}".rstrip()
+                    + f" | {len(toks)} | {round(mean(toks))} |"
+                )
+    same = [
+        (task, sorted(conds))
+        for task, fps in sorted(prints.items())
+        for conds in fps.values()
+        if len(conds) > 1
+    ]
+    lines += ["", "### Conditions identical for a task", ""]
+    if same:
+        lines.append(
+            "These conditions put the same knowledge in front of the model for the task (same static"
+        )
+        lines.append(
+            "text, same retrieval settings and budget, same history mode): their results measure the same thing."
+        )
+        lines.append("")
+        lines += [f"- `{task}`: " + " = ".join(f"`{c}`" for c in conds) for task, conds in same]
+    else:
+        lines.append("None: every condition gave each task a different prompt.")
+    return "\n".join(lines) + "\n"
+
+
+def write_context_report(out: Path | str, dest: Path | str | None = None) -> Path:
+    """Write ``context.md`` into ``dest`` (default: the bench folder); returns its path."""
+    target = Path(dest or out).expanduser().resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / "context.md"
+    path.write_text(context_markdown(out))
+    return path
