@@ -9,7 +9,8 @@ blocks in a monospace face, tables, and text that flows over page breaks. Varian
 * ``--style legacy``: like ptx_isa_3.1 (``9.7.1.1 Title`` without the trailing dot, upper-case chapter
   titles, "www.nvidia.com" footer);
 * ``--no-outline``: no bookmarks at all (as ptx_isa_3.1.pdf), ``--no-toc``: no contents section;
-* ``--unnumbered``: headings without numbers (no structure a reader could recover);
+* ``--numbered chapters|none``: section headings (or all headings) without numbers, so that the
+  structure cannot be recovered from the text;
 * ``--drop-last N``: the last N pages removed, the outline kept (its entries then point past the end)
   or, with ``--no-outline``, gone.
 
@@ -107,8 +108,11 @@ def _body(text: str) -> str:
     return "".join(out)
 
 
-def _heading_text(s: Section, style: str, numbered: bool) -> str:
-    if not numbered:
+NUMBERING = ("all", "chapters", "none")
+
+
+def _heading_text(s: Section, style: str, numbered: str) -> str:
+    if numbered == "none" or (numbered == "chapters" and s.depth > 1):
         return s.title
     return f"{s.number}. {s.title}" if style == "release" else f"{s.number} {s.title}"
 
@@ -154,7 +158,7 @@ def _preamble(title: str, version: str, style: str, outline: bool) -> str:
 """
 
 
-def _contents(sections: Sequence[Section], style: str, numbered: bool) -> str:
+def _contents(sections: Sequence[Section], style: str, numbered: str) -> str:
     """A contents section like the official one: every heading, dot leaders, page numbers."""
     rows = []
     for s in sections:
@@ -177,12 +181,12 @@ def typst_source(
     style: str = "release",
     outline: bool = True,
     toc: bool = True,
-    numbered: bool = True,
+    numbered: str = "all",
 ) -> str:
     """Typst markup for the sections whose number is in ``prefixes`` or below one (all when None),
     with their ancestors' headings so the tree stays whole."""
-    if style not in STYLES:
-        raise ValueError(f"style {style!r}: one of {STYLES}")
+    if style not in STYLES or numbered not in NUMBERING:
+        raise ValueError(f"style {style!r}, numbered {numbered!r}: one of {STYLES}, one of {NUMBERING}")
     by = manual.by_number()
     keep: set[str] = set()
     wanted = list(prefixes) if prefixes is not None else None
@@ -198,7 +202,7 @@ def typst_source(
         label = f"<s{s.number.replace('.', '-')}>"
         level = min(s.depth, 6)
         head = _heading_text(s, style, numbered)
-        if s.depth == 1 and not numbered:
+        if s.depth == 1 and numbered == "none":
             head = f"- {s.title}"  # the chapter show rule splits "N rest"; keep a placeholder number
         if s.depth == 1:
             parts.append("#pagebreak(weak: true)")
@@ -235,7 +239,7 @@ def make_pdf(
     style: str = "release",
     outline: bool = True,
     toc: bool = True,
-    numbered: bool = True,
+    numbered: str = "all",
     drop_last: int = 0,
 ) -> bytes:
     import typst
@@ -258,13 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--style", choices=STYLES, default="release")
     ap.add_argument("--no-outline", action="store_true")
     ap.add_argument("--no-toc", action="store_true")
-    ap.add_argument("--unnumbered", action="store_true")
+    ap.add_argument("--numbered", choices=NUMBERING, default="all")
     ap.add_argument("--drop-last", type=int, default=0, metavar="N")
     ap.add_argument("--typst", action="store_true", help="write the Typst source instead of the PDF")
     a = ap.parse_args(argv)
     version = a.version or a.markdown.name.rsplit("-", 1)[-1]
     prefixes = a.sections.split(",") if a.sections else None
-    kw = dict(style=a.style, outline=not a.no_outline, toc=not a.no_toc, numbered=not a.unnumbered)
+    kw = dict(style=a.style, outline=not a.no_outline, toc=not a.no_toc, numbered=a.numbered)
     if a.typst:
         manual = load_manual(a.markdown, version=version)
         a.out.write_text(typst_source(manual, prefixes=prefixes, **kw), encoding="utf-8")  # type: ignore[arg-type]

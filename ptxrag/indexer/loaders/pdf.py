@@ -42,6 +42,10 @@ _NUMBERED = re.compile(rf"^\s*{_NUMBER}\.\s+(\S.*?)\s*$")
 #: unnumbered Notice page (3.x)
 _END_MATTER = re.compile(r"^\s*(notices?|appendix\b.*|.*pragma strings)\s*$", re.I)
 
+#: no section of a real manual is this long (9.1's longest, cvt, has about 32,000 characters): a section
+#: longer than this holds headings that were not recognised
+_LONGEST_SECTION_CHARS = 80_000
+
 Structure = Literal["outline", "headings", "text-patterns"]
 
 
@@ -328,7 +332,7 @@ def _render(lines: list[Line], body: float) -> tuple[str, int]:
             continue
         if out and i and not lines[i - 1].mono:
             prev = lines[i - 1]
-            if prev.page == ln.page and prev.y_pt - ln.y_pt > 1.45 * lead:
+            if prev.page == ln.page and prev.y_pt - ln.y_pt > 1.25 * lead:
                 out.append("")
         out.append(ln.text.strip())
         i += 1
@@ -414,9 +418,22 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
                 primary=True,
             )
         )
+    unclaimed = [
+        ln.text.strip()
+        for ln in stream[heads[0].body :]
+        if not ln.mono and ln.size_pt >= body * 1.12 and not _HEADING.match(ln.text)
+    ]
+    if len(unclaimed) > max(3, 0.2 * len(heads)):
+        raise _refuse(
+            path,
+            f"the section structure could not be recovered: {len(heads)} numbered sections found, but "
+            f"{len(unclaimed)} other lines are set as headings (e.g. {', '.join(repr(u) for u in unclaimed[:3])}"
+            "): headings without numbers. Use the official PDF (it has an outline), the HTML manual or "
+            "the Markdown sections",
+        )
     total = sum(len(p.body) for p in pieces)
     largest = max(pieces, key=lambda p: len(p.body))
-    if n_pages >= 10 and (len(pieces) < n_pages / 8 or len(largest.body) > 0.4 * total):
+    if len(largest.body) > _LONGEST_SECTION_CHARS or (n_pages >= 10 and len(pieces) < n_pages / 8):
         raise _refuse(
             path,
             f"the section structure could not be recovered: {len(pieces)} sections from {n_pages} pages, "

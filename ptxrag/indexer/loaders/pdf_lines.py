@@ -28,6 +28,8 @@ class Line:
     text: str
     parts: tuple[str, ...]
     """the visible text runs the line is made of (one per font change or positioned run)"""
+    parts_x_pt: tuple[float, ...]
+    """where each run starts"""
     size_pt: float
     """largest font size on the line"""
     mono: bool
@@ -87,6 +89,7 @@ def page_lines(page: Any, index: int, cache: dict[int, tuple[bool, bool]]) -> tu
                     x_pt=vis[0][1],
                     text=texts[0].rstrip(),
                     parts=tuple(r[0].strip() for r in vis),
+                    parts_x_pt=tuple(r[1] + _lead(r[0], r[3]) for r in vis),
                     size_pt=max(r[3] for r in vis),
                     mono=all(r[4] for r in vis),
                     bold=all(r[5] for r in vis),
@@ -105,6 +108,11 @@ def page_lines(page: Any, index: int, cache: dict[int, tuple[bool, bool]]) -> tu
                 texts[0] += piece
     close()
     return text, lines
+
+
+def _lead(text: str, size: float) -> float:
+    """Width of a run's leading spaces (about a quarter em each)."""
+    return (len(text) - len(text.lstrip())) * 0.25 * size
 
 
 def _norm(s: str) -> str:
