@@ -9,6 +9,7 @@ import functools
 import re
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,33 @@ def test_generator_source_is_typst_of_every_section(markdown, expected) -> None:
     assert "bookmarked: false" in src
     for s in expected:
         assert f"{s.number}. {s.title}".replace("\\", "\\\\").replace('"', '\\"') in src
+
+
+def _first_table(text: str) -> list[list[str]]:
+    """Rows of cells of the first Markdown table in ``text``."""
+    rows: list[list[str]] = []
+    for ln in text.splitlines():
+        if ln.startswith("|"):
+            if not re.fullmatch(r"[|\s:-]+", ln):
+                rows.append([c.strip() for c in ln.strip().strip("|").split("|")])
+        elif rows:
+            break
+    return rows
+
+
+def test_tables_come_back_as_rows_of_cells(loaded, expected) -> None:
+    pieces, _ = loaded()
+    checked = 0
+    for p, s in zip(pieces, expected, strict=True):
+        want = _first_table(s.text)
+        if not want:
+            continue
+        got = _first_table(p.body)
+        assert got, f"{p.number}: its table came back as running text"
+        width = Counter(len(r) for r in want).most_common(1)[0][0]
+        assert Counter(len(r) for r in got).most_common(1)[0][0] == width, p.number
+        firsts = {r[0] for r in got}
+        hits = sum(1 for r in want if r[0] in firsts)
+        assert hits / len(want) >= 0.9, (p.number, hits, len(want))
+        checked += 1
+    assert checked >= 1

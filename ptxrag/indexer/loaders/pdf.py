@@ -28,7 +28,7 @@ from typing import Any, Literal
 from ..errors import ManualFormatError
 from ..instructions import names_in_title
 from ..text import collapse_blank_lines, number_key
-from .pdf_lines import Line, page_lines, running_lines
+from .pdf_lines import Line, page_lines, running_lines, table
 from .tree import RawSection
 
 _NUMBER = r"(\d+(?:\.\d+)*)"
@@ -329,6 +329,12 @@ def _render(lines: list[Line], body: float) -> tuple[str, int]:
             out.extend(["", "```", *code, "```", ""])
             blocks += 1
             i = j
+            continue
+        found = table(lines, i)
+        if found is not None:
+            rows, i = found
+            out.extend(["", "| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])])
+            out.extend(["| " + " | ".join(r) + " |" for r in rows[1:]] + [""])
             continue
         if out and i and not lines[i - 1].mono:
             prev = lines[i - 1]

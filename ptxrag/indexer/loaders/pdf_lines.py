@@ -164,3 +164,61 @@ def running_lines(pages: list[list[Line]]) -> set[tuple[int, int]]:
             if not hit:
                 break
     return found
+
+
+def _columns(lines: Sequence[Line]) -> list[float]:
+    """Left edges (2 pt apart or more) where a run starts in at least a quarter of ``lines`` (cells
+    spanning rows leave some columns empty)."""
+    starts = sorted(x for ln in lines for x in {round(v) for v in ln.parts_x_pt})
+    clusters: list[list[float]] = []
+    for x in starts:
+        if clusters and x - clusters[-1][-1] <= 2:
+            clusters[-1].append(x)
+        else:
+            clusters.append([x])
+    cols = []
+    for c in clusters:
+        rows = sum(1 for ln in lines if any(abs(v - c[0]) <= 2 + (c[-1] - c[0]) for v in ln.parts_x_pt))
+        if rows >= max(2, len(lines) / 4):
+            cols.append(min(c))
+    return cols
+
+
+def table(lines: Sequence[Line], i: int) -> tuple[list[list[str]], int] | None:
+    """A table starting at ``lines[i]``: rows of cells and the index after it, or None. A table is a run of
+    lines made of several text runs whose left edges line up in two or more columns; a line whose runs
+    all sit right of the first column continues the cells of the row above (a wrapped cell)."""
+    first = lines[i]
+    if first.mono or len(first.parts) < 2:
+        return None
+    j = i
+    while j < len(lines) and not lines[j].mono and (j == i or lines[j].page - lines[j - 1].page <= 1):
+        ln = lines[j]
+        # a one-cell row goes on the table only when a row of several cells follows it
+        more = j + 1 < len(lines) and len(lines[j + 1].parts) >= 2 and not lines[j + 1].mono
+        if len(ln.parts) < 2 and (j == i or ln.x_pt <= first.x_pt + 2) and not more:
+            break
+        j += 1
+    multi = [ln for ln in lines[i:j] if len(ln.parts) >= 2]
+    if len(multi) < 2:
+        return None
+    cols = _columns(multi)
+    if len(cols) < 2 or abs(cols[0] - first.x_pt) > 2:
+        return None
+
+    slack = 0.5 * first.size_pt  # a run's left edge is known to about a space
+
+    def col_of(x: float) -> int:
+        return max([k for k, c in enumerate(cols) if c <= x + slack] or [0])
+
+    rows: list[list[str]] = []
+    for ln in lines[i:j]:
+        cells = [""] * len(cols)
+        for text, x in zip(ln.parts, ln.parts_x_pt, strict=True):
+            k = col_of(x)
+            cells[k] = f"{cells[k]} {text}".strip()
+        if rows and ln.x_pt > cols[0] + slack:
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+    return (rows, j) if len(rows) >= 2 else None
