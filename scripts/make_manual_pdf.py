@@ -8,7 +8,8 @@ blocks in a monospace face, tables, and text that flows over page breaks. Varian
 * ``--style release``: like the 9.x PDFs (``9.7.1.1. Title`` headings, bookmarks for every heading);
 * ``--style legacy``: like ptx_isa_3.1 (``9.7.1.1 Title`` without the trailing dot, upper-case chapter
   titles, "www.nvidia.com" footer);
-* ``--no-outline``: no bookmarks at all (as ptx_isa_3.1.pdf), ``--no-toc``: no contents section;
+* ``--no-outline``: no bookmarks at all (as ptx_isa_3.1.pdf), ``--outline-depth N``: bookmarks for the
+  first N levels only, ``--no-toc``: no contents section;
 * ``--numbered chapters|none``: section headings (or all headings) without numbers, so that the
   structure cannot be recovered from the text;
 * ``--drop-last N``: the last N pages removed, the outline kept (its entries then point past the end)
@@ -182,6 +183,7 @@ def typst_source(
     outline: bool = True,
     toc: bool = True,
     numbered: str = "all",
+    outline_depth: int | None = None,
 ) -> str:
     """Typst markup for the sections whose number is in ``prefixes`` or below one (all when None),
     with their ancestors' headings so the tree stays whole."""
@@ -206,7 +208,8 @@ def typst_source(
             head = f"- {s.title}"  # the chapter show rule splits "N rest"; keep a placeholder number
         if s.depth == 1:
             parts.append("#pagebreak(weak: true)")
-        parts.append(f"#heading(level: {level})[#{_q(head)}] {label}\n\n{_body(s.text)}")
+        mark = ", bookmarked: false" if outline_depth is not None and s.depth > outline_depth else ""
+        parts.append(f"#heading(level: {level}{mark})[#{_q(head)}] {label}\n\n{_body(s.text)}")
     return "\n".join(parts)
 
 
@@ -240,12 +243,21 @@ def make_pdf(
     outline: bool = True,
     toc: bool = True,
     numbered: str = "all",
+    outline_depth: int | None = None,
     drop_last: int = 0,
 ) -> bytes:
     import typst
 
     manual = load_manual(markdown, version=version)
-    src = typst_source(manual, prefixes=prefixes, style=style, outline=outline, toc=toc, numbered=numbered)
+    src = typst_source(
+        manual,
+        prefixes=prefixes,
+        style=style,
+        outline=outline,
+        toc=toc,
+        numbered=numbered,
+        outline_depth=outline_depth,
+    )
     pdf = typst.compile(src.encode("utf-8"), format="pdf")
     assert isinstance(pdf, bytes)
     if drop_last:
@@ -263,12 +275,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-outline", action="store_true")
     ap.add_argument("--no-toc", action="store_true")
     ap.add_argument("--numbered", choices=NUMBERING, default="all")
+    ap.add_argument("--outline-depth", type=int, metavar="N", help="bookmarks for the first N levels only")
     ap.add_argument("--drop-last", type=int, default=0, metavar="N")
     ap.add_argument("--typst", action="store_true", help="write the Typst source instead of the PDF")
     a = ap.parse_args(argv)
     version = a.version or a.markdown.name.rsplit("-", 1)[-1]
     prefixes = a.sections.split(",") if a.sections else None
-    kw = dict(style=a.style, outline=not a.no_outline, toc=not a.no_toc, numbered=a.numbered)
+    kw = dict(
+        style=a.style,
+        outline=not a.no_outline,
+        toc=not a.no_toc,
+        numbered=a.numbered,
+        outline_depth=a.outline_depth,
+    )
     if a.typst:
         manual = load_manual(a.markdown, version=version)
         a.out.write_text(typst_source(manual, prefixes=prefixes, **kw), encoding="utf-8")  # type: ignore[arg-type]

@@ -69,6 +69,8 @@ class PdfLoadReport:
     running_lines_removed: int
     outline_entries: int = 0
     contents_entries: int = 0
+    headings_beyond_outline: int = 0
+    """numbered headings found in the text that the outline does not list (it stops short of them)"""
     headings_not_found: tuple[str, ...] = ()
     """numbers of outline or contents entries whose heading was not found in the text"""
     largest_section_chars: int = 0
@@ -78,7 +80,13 @@ class PdfLoadReport:
     def summary(self) -> str:
         return (
             f"{self.path}: {self.pages} pages, {self.sections} sections ({self.instruction_sections} "
-            f"instruction sections) from the {self.structure}, {self.code_blocks} code blocks, "
+            f"instruction sections) from the {self.structure}"
+            + (
+                f" ({self.headings_beyond_outline} below its deepest level)"
+                if self.headings_beyond_outline
+                else ""
+            )
+            + f", {self.code_blocks} code blocks, "
             f"{self.running_lines_removed} running header/footer lines removed"
             + (f"; {len(self.warnings)} warning(s)" if self.warnings else "")
         )
@@ -247,6 +255,29 @@ def _heads_from_outline(stream: list[Line], marks: list[_Mark], body: float) -> 
     return heads, missing
 
 
+def _heads_between(stream: list[Line], heads: list[_Head], body: float) -> list[_Head]:
+    """Numbered headings the outline leaves out (an outline often stops a level or two short): lines in a
+    heading face inside a section whose numbers fall between that section's and the next one's."""
+    found: list[_Head] = []
+    for k, h in enumerate(heads):
+        end = heads[k + 1].start if k + 1 < len(heads) else len(stream)
+        upper = number_key(heads[k + 1].number) if k + 1 < len(heads) else None
+        prev = number_key(h.number)
+        i = h.body
+        while i < end:
+            ln = stream[i]
+            m = _HEADING.match(ln.text)
+            key = number_key(m.group(1)) if m else ()
+            if m and _is_heading_face(ln, body) and key > prev and (upper is None or key < upper):
+                title, j = _title_lines(stream, i, body, None)
+                if title:
+                    found.append(_Head(m.group(1), re.sub(r"\s+", " ", title), i, min(j, end), ln.page))
+                    prev, i = key, j
+                    continue
+            i += 1
+    return found
+
+
 def _heads_from_faces(stream: list[Line], body: float, expected: set[str]) -> list[_Head]:
     """Numbered lines in a heading face, numbers increasing; only expected numbers when a contents
     section lists them."""
@@ -367,6 +398,7 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
     problems: list[str] = []
     marks = _outline(reader)
     not_found: list[str] = []
+    deeper: list[_Head] = []
     structure: Structure
     if marks:
         structure = "outline"
@@ -381,6 +413,8 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
                 msg + (": pages were cut off the end, the PDF is truncated" if tail else "")
             )
         heads, not_found = _heads_from_outline(stream, marks, body)
+        deeper = _heads_between(stream, heads, body)
+        heads = sorted([*heads, *deeper], key=lambda h: h.start)
     else:
         expected = {n for n, _, _ in contents} if len(contents) >= 10 else set()
         heads = _heads_from_faces(stream, body, expected)
@@ -424,10 +458,12 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
                 primary=True,
             )
         )
+    ends = [h.start for h in heads[1:]] + [len(stream)]
     unclaimed = [
         ln.text.strip()
-        for ln in stream[heads[0].body :]
-        if not ln.mono and ln.size_pt >= body * 1.12 and not _HEADING.match(ln.text)
+        for h, end in zip(heads, ends, strict=True)
+        for ln in stream[h.body : end]
+        if not ln.mono and ln.size_pt >= body * 1.12
     ]
     if len(unclaimed) > max(3, 0.2 * len(heads)):
         raise _refuse(
@@ -486,6 +522,7 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
         code_blocks=blocks,
         running_lines_removed=len(drop),
         outline_entries=len(marks),
+        headings_beyond_outline=len(deeper),
         contents_entries=len(contents),
         headings_not_found=tuple(not_found),
         largest_section_chars=len(largest.body),

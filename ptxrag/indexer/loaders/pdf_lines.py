@@ -123,12 +123,18 @@ def _norm(s: str) -> str:
 def running_lines(pages: list[list[Line]]) -> set[tuple[int, int]]:
     """(page, line index) of running headers and footers: lines at the top or bottom edge of their page,
     at a height shared by at least half the pages, whose text (a run of it, or its first or last 12
-    characters, digits ignored) repeats at that edge on at least a quarter of the pages."""
+    characters, digits ignored) repeats at that edge on at least a quarter of the pages, and that are
+    not set larger than the body (a "Chapter 3." heading at the top of many pages stays)."""
     n = len(pages)
     if n < 3:
         return set()
     found: set[tuple[int, int]] = set()
     need = max(3, int(0.25 * n))
+    sizes: Counter[float] = Counter()
+    for lines in pages:
+        for ln in lines:
+            sizes[round(ln.size_pt, 1)] += len(ln.text)
+    big = 1.12 * sizes.most_common(1)[0][0]  # headers are never set larger than the body; headings are
     for top in (True, False):
         done: set[tuple[int, int]] = set()
         for _ in range(3):  # a header of up to three rows
@@ -157,7 +163,7 @@ def running_lines(pages: list[list[Line]]) -> set[tuple[int, int]]:
                 ln = pages[p][i]
                 t = _norm(ln.text)
                 mine = {*(f"part:{_norm(x)}" for x in ln.parts), f"head:{t[:12]}", f"tail:{t[-12:]}"}
-                if mine & repeated:
+                if mine & repeated and ln.size_pt < big:
                     found.add((p, i))
                     hit = True
                 done.add((p, i))
