@@ -127,7 +127,7 @@ def _preamble(title: str, version: str, style: str, outline: bool) -> str:
 #show raw: set text(font: "DejaVu Sans Mono", size: 8pt)
 #set par(justify: true)
 #set heading(numbering: none, bookmarked: {"true" if outline else "false"})
-#show heading: set text(font: "DejaVu Sans", weight: "bold")
+#show heading: set text(font: "DejaVu Sans", weight: "bold", hyphenate: false)
 #show heading.where(level: 1): it => {{
   let parts = it.body.text.split(" ")
   block(below: 1.4em)[
@@ -159,19 +159,12 @@ def _preamble(title: str, version: str, style: str, outline: bool) -> str:
 """
 
 
-def _contents(sections: Sequence[Section], style: str, numbered: str) -> str:
-    """A contents section like the official one: every heading, dot leaders, page numbers."""
-    rows = []
-    for s in sections:
-        label = f"<s{s.number.replace('.', '-')}>"
-        indent = f"{(s.depth - 1) * 1.2:.1f}em"
-        rows.append(
-            f"#h({indent})#{_q(_heading_text(s, style, numbered))} #box(width: 1fr, repeat[. ]) "
-            f"#context counter(page).at({label}).first() \\\n"
-        )
+def _contents() -> str:
+    """A contents section like the official one: every heading, dot leaders, page numbers; a long
+    entry wraps and its page number goes on the last line (Typst's outline)."""
     head = "#heading(level: 1, outlined: false, bookmarked: false)[Contents]\n\n"
     return '#show heading.where(level: 1): it => text(size: 20pt, weight: "bold", it.body)\n' + (
-        head + "#set text(size: 9pt)\n" + "".join(rows) + "\n#pagebreak()\n"
+        head + "#set text(size: 9pt)\n#outline(title: none, depth: none, indent: auto)\n#pagebreak()\n"
     )
 
 
@@ -199,7 +192,7 @@ def typst_source(
     sections = [by[n] for n in sorted(keep, key=number_key)]
     parts = [_preamble(f"PTX ISA {manual.version}", manual.version, style, outline)]
     if toc:
-        parts.append("#[\n" + _contents(sections, style, numbered) + "]\n")
+        parts.append("#[\n" + _contents() + "]\n")
     for s in sections:
         label = f"<s{s.number.replace('.', '-')}>"
         level = min(s.depth, 6)

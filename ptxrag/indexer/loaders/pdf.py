@@ -172,10 +172,22 @@ def _contents(stream: list[Line]) -> tuple[list[tuple[str, str, int]], set[int]]
     entries: list[tuple[str, str, int]] = []
     where: set[int] = set()
     for i, ln in enumerate(stream):
-        m = _CONTENTS.match(ln.text)
+        text = ln.text
+        m = _CONTENTS.match(text)
+        span = [i]
+        if not m and _BOOKMARK.match(text):
+            # a long entry wraps: the page number is on its last line
+            for j in range(i + 1, min(i + 3, len(stream))):
+                if _BOOKMARK.match(stream[j].text) or stream[j].page != ln.page:
+                    break
+                text = f"{text.rstrip()} {stream[j].text.strip()}"
+                span.append(j)
+                m = _CONTENTS.match(text)
+                if m:
+                    break
         if m:
-            entries.append((m.group(1), m.group(2).rstrip(" ."), int(m.group(3))))
-            where.add(i)
+            entries.append((m.group(1), re.sub(r"\s+", " ", m.group(2)).rstrip(" ."), int(m.group(3))))
+            where.update(span)
     return entries, where
 
 
@@ -205,7 +217,8 @@ def _title_lines(stream: list[Line], i: int, body: float, known: str | None) -> 
             break
         if known is None and title and abs(nxt.size_pt - face.size_pt) > 0.5:
             break
-        title = f"{title} {nxt.text.strip()}".strip()
+        # a title broken at a hyphen joins without a space ("Multiply-" + "Accumulate")
+        title = f"{title}{nxt.text.strip()}" if title.endswith("-") else f"{title} {nxt.text.strip()}".strip()
         j += 1
     return title, j
 
@@ -287,9 +300,11 @@ def _heads_from_faces(stream: list[Line], body: float, expected: set[str]) -> li
     while i < len(stream):
         ln = stream[i]
         m = _HEADING.match(ln.text)
-        if m and _is_heading_face(ln, body) and (not expected or m.group(1) in expected):
+        if m and _is_heading_face(ln, body):
             key = number_key(m.group(1))
-            if prev is None or key > prev:
+            # a number the contents does not list counts only where it can follow the previous heading
+            listed = not expected or m.group(1) in expected or _follows(prev, key)
+            if listed and (prev is None or key > prev):
                 title, j = _title_lines(stream, i, body, None)
                 if title:
                     heads.append(_Head(m.group(1), re.sub(r"\s+", " ", title), i, j, ln.page))
