@@ -318,3 +318,20 @@ def test_tables_come_back_as_rows_of_cells(loaded, expected) -> None:
         assert hits / len(want) >= 0.9, (p.number, hits, len(want))
         checked += 1
     assert checked >= 1
+
+
+def test_the_9_0_manual_typeset_without_outline_loads_whole(shared_dir: Path, tmp_path: Path) -> None:
+    md = shared_dir / "corpus" / "ptx-isa-9.0"
+    prefixes = ("1.3", "9.7.2", "14.1")
+    path = tmp_path / "ptx_isa_9.0.pdf"
+    path.write_bytes(make_pdf(md, version="9.0", prefixes=prefixes, outline=False))
+    manual = load_manual(md, version="9.0")
+    keep = {
+        s.number
+        for s in manual.sections
+        if any(s.number == p or s.number.startswith(p + ".") for p in prefixes)
+    }
+    keep |= {p for s in manual.sections if s.number in keep for p in s.parents}
+    pieces, report = read_pdf(path)
+    _check_sections(pieces, [s for s in manual.sections if s.number in keep])
+    assert report.structure == "headings" and report.warnings == ()
