@@ -135,6 +135,18 @@ def test_headings_below_the_outline_s_deepest_level_are_found(loaded, expected) 
     assert "below its deepest level" in report.summary()
 
 
+def test_words_hyphenated_at_a_line_end_are_joined(pdf, loaded, markdown) -> None:
+    words = {w for s in markdown.sections for w in re.findall(r"[a-z]+", s.text.lower())}
+    broken = re.compile(r"([A-Za-z]+)-\n([a-z]+)")
+
+    def breaks(text: str) -> list[str]:
+        return [a + b for a, b in broken.findall(text) if (a + b).lower() in words]
+
+    assert breaks("\n".join(_page_texts(pdf())))  # the typesetter did hyphenate some
+    pieces, _ = loaded()
+    assert breaks("\n".join(p.body for p in pieces)) == []
+
+
 def test_chapter_heading_and_intro_start_their_own_section(loaded, expected) -> None:
     for kw in ({}, {"outline": False}):
         pieces, _ = loaded(**kw)

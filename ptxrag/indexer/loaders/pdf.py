@@ -340,9 +340,34 @@ def _heads_from_patterns(stream: list[Line]) -> list[_Head]:
     return heads
 
 
-def _render(lines: list[Line], body: float) -> tuple[str, int]:
-    """Body lines as text: paragraphs split where the line spacing opens up, monospace runs as ```
-    blocks indented by their position. Returns the text and the number of code blocks."""
+_BROKEN = re.compile(r"([A-Za-z]+)-$")
+_REST = re.compile(r"^([a-z]+)(.*)$")
+
+
+def _vocabulary(stream: list[Line]) -> set[str]:
+    return {
+        w.lower() for ln in stream if not ln.mono for w in re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)*", ln.text)
+    }
+
+
+def _join_hyphenated(prev: str, line: str, vocab: set[str] | frozenset[str]) -> tuple[str, str] | None:
+    """``("execu-", "tion is ...")`` -> ``("execution", "is ...")`` when the document uses the whole
+    word and not the hyphenated one (a line broken at a real hyphen, "compute-intensive", stays)."""
+    a, b = _BROKEN.search(prev), _REST.match(line)
+    if a is None or b is None:
+        return None
+    whole = (a.group(1) + b.group(1)).lower()
+    if whole not in vocab or f"{a.group(1)}-{b.group(1)}".lower() in vocab:
+        return None
+    return prev[: a.start()] + a.group(1) + b.group(1), b.group(2).strip()
+
+
+def _render(
+    lines: list[Line], body: float, vocab: set[str] | frozenset[str] = frozenset()
+) -> tuple[str, int]:
+    """Body lines as text: paragraphs split where the line spacing opens up, words hyphenated at a line
+    end joined (when ``vocab``, the document's words, has them whole), monospace runs as ``` blocks
+    indented by their position. Returns the text and the number of code blocks."""
     gaps = [
         a.y_pt - b.y_pt
         for a, b in zip(lines, lines[1:], strict=False)
@@ -386,7 +411,16 @@ def _render(lines: list[Line], body: float) -> tuple[str, int]:
             prev = lines[i - 1]
             if prev.page == ln.page and prev.y_pt - ln.y_pt > 1.25 * lead:
                 out.append("")
-        out.append(ln.text.strip())
+        text = ln.text.strip()
+        joined = (
+            _join_hyphenated(out[-1], text, vocab)
+            if out and out[-1] and i and not lines[i - 1].mono
+            else None
+        )
+        if joined is not None:
+            out[-1], text = joined
+        if text:
+            out.append(text)
         i += 1
     return collapse_blank_lines("\n".join(out).strip()), blocks
 
@@ -454,13 +488,14 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
             "'1. Introduction' or 'Chapter 1.' in the text)",
         )
     listed = {n: t for n, t, _ in contents}
+    vocab = _vocabulary(stream)
     pieces: list[RawSection] = []
     blocks = 0
     for k, h in enumerate(heads):
         if h.title.isupper() and h.number in listed:
             h.title = listed[h.number]  # upper-case chapter headings (3.x): the contents has the case
         end = heads[k + 1].start if k + 1 < len(heads) else len(stream)
-        text, nb = _render(stream[h.body : max(end, h.body)], body)
+        text, nb = _render(stream[h.body : max(end, h.body)], body, vocab)
         blocks += nb
         pieces.append(
             RawSection(
