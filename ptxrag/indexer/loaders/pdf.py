@@ -1,6 +1,7 @@
 """The PDF manual (pypdf), read so that what it yields can be trusted or is refused.
 
-Text comes as lines that know their page, height and face (``pdf_lines``). Running headers and footers
+Text comes as lines that know their page, height and face (``pdf_lines``); headings are found by
+``pdf_headings``. Running headers and footers
 are the lines at a page edge whose text repeats there; labels such as "Syntax" stay. Section boundaries
 come from the outline (bookmarks) when the PDF has one: each numbered bookmark gives number, title and
 page, and its heading is the line on that page that starts with the number ("Chapter 9." for chapters).
@@ -20,24 +21,28 @@ from __future__ import annotations
 import re
 import statistics
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ManualFormatError
 from ..instructions import names_in_title
-from ..text import collapse_blank_lines, number_key
+from ..text import collapse_blank_lines
+from .pdf_headings import (
+    BOOKMARK,
+    Head,
+    Mark,
+    body_size,
+    heads_between,
+    heads_from_faces,
+    heads_from_outline,
+    heads_from_patterns,
+    is_heading_face,
+    read_contents,
+)
 from .pdf_lines import Line, page_lines, running_lines, table
 from .tree import RawSection
 
-_NUMBER = r"(\d+(?:\.\d+)*)"
-_HEADING = re.compile(rf"^\s*(?:(?:Chapter|CHAPTER)\s+)?{_NUMBER}\.?(?:\s+(\S.*?))?\s*$")
-_BOOKMARK = re.compile(rf"^\s*(?:(?:Chapter|CHAPTER|Appendix)\s+)?{_NUMBER}\.?\s+(\S.*?)\s*$")
-_CONTENTS = re.compile(
-    rf"^\s*(?:(?:Chapter|CHAPTER)\s+)?{_NUMBER}\.?\s+(\S.*?)\s*(?:\.\s*){{3,}}\s*(\d+)\s*$"
-)
-_NUMBERED = re.compile(rf"^\s*{_NUMBER}\.\s+(\S.*?)\s*$")
 #: what a complete PTX ISA manual ends with: the Notices chapter (9.x), or the .pragma appendix and an
 #: unnumbered Notice page (3.x)
 _END_MATTER = re.compile(r"^\s*(notices?|appendix\b.*|.*pragma strings)\s*$", re.I)
@@ -120,17 +125,9 @@ def _lines(reader: Any, path: Path) -> list[list[Line]]:
     return pages
 
 
-@dataclass(frozen=True)
-class _Mark:
-    number: str
-    title: str
-    page: int | None
-    """page index, None when the destination is not in the document"""
-
-
-def _outline(reader: Any) -> list[_Mark]:
+def _outline(reader: Any) -> list[Mark]:
     """Every numbered bookmark, in outline order; unnumbered ones (Contents, Index) are skipped."""
-    out: list[_Mark] = []
+    out: list[Mark] = []
 
     def visit(items: Any) -> None:
         for item in items:
@@ -138,7 +135,7 @@ def _outline(reader: Any) -> list[_Mark]:
                 visit(item)
                 continue
             title = str(getattr(item, "title", "") or "").strip()
-            m = _BOOKMARK.match(title)
+            m = BOOKMARK.match(title)
             if not m:
                 continue
             try:
@@ -146,198 +143,13 @@ def _outline(reader: Any) -> list[_Mark]:
             except Exception:  # noqa: BLE001 - a broken destination counts as pointing nowhere
                 page = None
             ok = page is not None and 0 <= page < len(reader.pages)
-            out.append(_Mark(m.group(1), re.sub(r"\s+", " ", m.group(2)), page if ok else None))
+            out.append(Mark(m.group(1), re.sub(r"\s+", " ", m.group(2)), page if ok else None))
 
     try:
         visit(reader.outline)
     except Exception:  # noqa: BLE001 - a damaged outline: fall back to the headings
         return []
     return out
-
-
-def _body_size(stream: list[Line]) -> float:
-    sizes: Counter[float] = Counter()
-    for ln in stream:
-        if not ln.mono:
-            sizes[round(ln.size_pt, 1)] += len(ln.text)
-    return sizes.most_common(1)[0][0] if sizes else 0.0
-
-
-def _is_heading_face(ln: Line, body: float) -> bool:
-    return not ln.mono and (ln.size_pt >= body * 1.12 or ln.bold)
-
-
-def _contents(stream: list[Line]) -> tuple[list[tuple[str, str, int]], set[int]]:
-    """Contents entries (number, title, printed page) and the stream positions of contents lines."""
-    entries: list[tuple[str, str, int]] = []
-    where: set[int] = set()
-    for i, ln in enumerate(stream):
-        text = ln.text
-        m = _CONTENTS.match(text)
-        span = [i]
-        if not m and _BOOKMARK.match(text):
-            # a long entry wraps: the page number is on its last line
-            for j in range(i + 1, min(i + 3, len(stream))):
-                if _BOOKMARK.match(stream[j].text) or stream[j].page != ln.page:
-                    break
-                text = f"{text.rstrip()} {stream[j].text.strip()}"
-                span.append(j)
-                m = _CONTENTS.match(text)
-                if m:
-                    break
-        if m:
-            entries.append((m.group(1), re.sub(r"\s+", " ", m.group(2)).rstrip(" ."), int(m.group(3))))
-            where.update(span)
-    return entries, where
-
-
-@dataclass
-class _Head:
-    number: str
-    title: str
-    start: int
-    """stream index of the heading's first line"""
-    body: int
-    """stream index of the first line after the heading (and its wrapped title)"""
-    page: int
-
-
-def _title_lines(stream: list[Line], i: int, body: float, known: str | None) -> tuple[str, int]:
-    """The title after the heading line ``i`` (chapter titles sit on their own line; long titles wrap)
-    and the index of the first body line."""
-    m = _HEADING.match(stream[i].text)
-    title = (m.group(2) or "") if m else ""
-    j = i + 1
-    face = stream[i]
-    while j < len(stream) and j <= i + 3:
-        nxt = stream[j]
-        if nxt.page != face.page or not _is_heading_face(nxt, body) or _HEADING.match(nxt.text):
-            break
-        if known is not None and not _norm_title(known).startswith(_norm_title(f"{title} {nxt.text}")):
-            break
-        if known is None and title and abs(nxt.size_pt - face.size_pt) > 0.5:
-            break
-        # a title broken at a hyphen joins without a space ("Multiply-" + "Accumulate")
-        title = f"{title}{nxt.text.strip()}" if title.endswith("-") else f"{title} {nxt.text.strip()}".strip()
-        j += 1
-    return title, j
-
-
-def _norm_title(s: str) -> str:
-    return re.sub(r"[\s\-]+", "", s).lower()
-
-
-def _find_heading(stream: list[Line], lo: int, mark: _Mark, body: float) -> _Head | None:
-    """The heading line of an outline entry: on its page (or the next), starting with its number."""
-    assert mark.page is not None
-    best: int | None = None
-    for i in range(lo, len(stream)):
-        ln = stream[i]
-        if ln.page < mark.page:
-            continue
-        if ln.page > mark.page + 1:
-            break
-        m = _HEADING.match(ln.text)
-        if m and m.group(1) == mark.number and not ln.mono:
-            if _is_heading_face(ln, body):
-                best = i
-                break
-            if best is None:
-                best = i
-    if best is None:
-        return None
-    _, j = _title_lines(stream, best, body, mark.title)
-    return _Head(mark.number, mark.title, best, j, stream[best].page)
-
-
-def _heads_from_outline(stream: list[Line], marks: list[_Mark], body: float) -> tuple[list[_Head], list[str]]:
-    heads: list[_Head] = []
-    missing: list[str] = []
-    lo = 0
-    for mark in marks:
-        if mark.page is None:
-            continue
-        h = _find_heading(stream, lo, mark, body)
-        if h is None:
-            # heading not recognisable: the section starts at the top of its page
-            start = next((i for i in range(lo, len(stream)) if stream[i].page >= mark.page), len(stream))
-            h = _Head(mark.number, mark.title, start, start, mark.page)
-            missing.append(mark.number)
-        heads.append(h)
-        lo = h.body
-    return heads, missing
-
-
-def _heads_between(stream: list[Line], heads: list[_Head], body: float) -> list[_Head]:
-    """Numbered headings the outline leaves out (an outline often stops a level or two short): lines in a
-    heading face inside a section whose numbers fall between that section's and the next one's."""
-    found: list[_Head] = []
-    for k, h in enumerate(heads):
-        end = heads[k + 1].start if k + 1 < len(heads) else len(stream)
-        upper = number_key(heads[k + 1].number) if k + 1 < len(heads) else None
-        prev = number_key(h.number)
-        i = h.body
-        while i < end:
-            ln = stream[i]
-            m = _HEADING.match(ln.text)
-            key = number_key(m.group(1)) if m else ()
-            if m and _is_heading_face(ln, body) and key > prev and (upper is None or key < upper):
-                title, j = _title_lines(stream, i, body, None)
-                if title:
-                    found.append(_Head(m.group(1), re.sub(r"\s+", " ", title), i, min(j, end), ln.page))
-                    prev, i = key, j
-                    continue
-            i += 1
-    return found
-
-
-def _heads_from_faces(stream: list[Line], body: float, expected: set[str]) -> list[_Head]:
-    """Numbered lines in a heading face, numbers increasing; only expected numbers when a contents
-    section lists them."""
-    heads: list[_Head] = []
-    prev: tuple[int, ...] | None = None
-    i = 0
-    while i < len(stream):
-        ln = stream[i]
-        m = _HEADING.match(ln.text)
-        if m and _is_heading_face(ln, body):
-            key = number_key(m.group(1))
-            # a number the contents does not list counts only where it can follow the previous heading
-            listed = not expected or m.group(1) in expected or _follows(prev, key)
-            if listed and (prev is None or key > prev):
-                title, j = _title_lines(stream, i, body, None)
-                if title:
-                    heads.append(_Head(m.group(1), re.sub(r"\s+", " ", title), i, j, ln.page))
-                    prev = key
-                    i = j
-                    continue
-        i += 1
-    return heads
-
-
-def _follows(prev: tuple[int, ...] | None, cand: tuple[int, ...], gap: int = 3) -> bool:
-    """Can section ``cand`` come right after ``prev``? First child, or a next sibling of ``prev`` or of an
-    ancestor, allowing ``gap - 1`` headings lost by text extraction."""
-    if prev is None:
-        return cand in {(1,), (1, 1)}
-    if cand == (*prev, 1):
-        return True
-    return any(cand == (*prev[:i], prev[i] + d) for i in range(len(prev)) for d in range(1, gap + 1))
-
-
-def _heads_from_patterns(stream: list[Line]) -> list[_Head]:
-    """Last resort, a PDF whose headings look like its body: ``N.N. Title`` lines whose number can follow
-    the previous heading's."""
-    heads: list[_Head] = []
-    prev: tuple[int, ...] | None = None
-    for i, ln in enumerate(stream):
-        m = _NUMBERED.match(ln.text)
-        if m and not ln.mono:
-            num = tuple(int(x) for x in m.group(1).split("."))
-            if _follows(prev, num):
-                heads.append(_Head(m.group(1), m.group(2), i, i + 1, ln.page))
-                prev = num
-    return heads
 
 
 _BROKEN = re.compile(r"([A-Za-z]+)-$")
@@ -439,15 +251,15 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
     n_pages = len(pages)
     drop = running_lines(pages)
     stream = [ln for p, lines in enumerate(pages) for i, ln in enumerate(lines) if (p, i) not in drop]
-    body = _body_size(stream)
-    contents, contents_at = _contents(stream)
+    body = body_size(stream)
+    contents, contents_at = read_contents(stream)
     if contents_at:
         stream = [ln for i, ln in enumerate(stream) if i not in contents_at]
     notes: list[str] = []
     problems: list[str] = []
     marks = _outline(reader)
     not_found: list[str] = []
-    deeper: list[_Head] = []
+    deeper: list[Head] = []
     structure: Structure
     if marks:
         structure = "outline"
@@ -461,15 +273,15 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
             (problems if tail else notes).append(
                 msg + (": pages were cut off the end, the PDF is truncated" if tail else "")
             )
-        heads, not_found = _heads_from_outline(stream, marks, body)
-        deeper = _heads_between(stream, heads, body)
+        heads, not_found = heads_from_outline(stream, marks, body)
+        deeper = heads_between(stream, heads, body)
         heads = sorted([*heads, *deeper], key=lambda h: h.start)
     else:
         expected = {n for n, _, _ in contents} if len(contents) >= 10 else set()
-        heads = _heads_from_faces(stream, body, expected)
+        heads = heads_from_faces(stream, body, expected)
         structure = "headings"
         if len(heads) < 3:
-            heads = _heads_from_patterns(stream)
+            heads = heads_from_patterns(stream)
             structure = "text-patterns"
         if contents:
             found = {h.number for h in heads}
@@ -549,7 +361,7 @@ def read_pdf(path: Path, *, strict: bool = True) -> tuple[list[RawSection], PdfL
     chapters = [p for p in pieces if "." not in p.number]
     vouched = bool(marks) or bool(contents)
     closing = any(
-        _END_MATTER.match(ln.text) and _is_heading_face(ln, body) for ln in stream if ln.page >= n_pages - 3
+        _END_MATTER.match(ln.text) and is_heading_face(ln, body) for ln in stream if ln.page >= n_pages - 3
     )
     if chapters and not _END_MATTER.match(chapters[-1].title) and not closing:
         msg = (
