@@ -127,7 +127,7 @@ def _preamble(title: str, version: str, style: str, outline: bool) -> str:
 #show raw: set text(font: "DejaVu Sans Mono", size: 8pt)
 #set par(justify: true)
 #set heading(numbering: none, bookmarked: {"true" if outline else "false"})
-#show heading: set text(font: "DejaVu Sans", weight: "bold", hyphenate: false)
+#show heading: set text(font: "New Computer Modern", weight: "bold", hyphenate: false)
 #show heading.where(level: 1): it => {{
   let parts = it.body.text.split(" ")
   block(below: 1.4em)[
@@ -251,7 +251,9 @@ def make_pdf(
         numbered=numbered,
         outline_depth=outline_depth,
     )
-    pdf = typst.compile(src.encode("utf-8"), format="pdf")
+    # only the fonts Typst carries (Libertinus Serif, New Computer Modern, DejaVu Sans Mono): the same PDF
+    # on every machine
+    pdf = typst.compile(src.encode("utf-8"), format="pdf", ignore_system_fonts=True)
     assert isinstance(pdf, bytes)
     if drop_last:
         pdf = drop_last_pages(pdf, drop_last, keep_outline=outline)
