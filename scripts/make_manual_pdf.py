@@ -168,6 +168,18 @@ def _contents() -> str:
     )
 
 
+def selected(manual: Manual, prefixes: Iterable[str] | None) -> list[Section]:
+    """The sections whose number is in ``prefixes`` or below one (all when None), with their ancestors."""
+    by = manual.by_number()
+    keep: set[str] = set()
+    wanted = list(prefixes) if prefixes is not None else None
+    for s in manual.sections:
+        if wanted is None or any(s.number == p or s.number.startswith(p + ".") for p in wanted):
+            keep.add(s.number)
+            keep.update(p for p in s.parents if p in by)
+    return [by[n] for n in sorted(keep, key=number_key)]
+
+
 def typst_source(
     manual: Manual,
     *,
@@ -182,14 +194,7 @@ def typst_source(
     with their ancestors' headings so the tree stays whole."""
     if style not in STYLES or numbered not in NUMBERING:
         raise ValueError(f"style {style!r}, numbered {numbered!r}: one of {STYLES}, one of {NUMBERING}")
-    by = manual.by_number()
-    keep: set[str] = set()
-    wanted = list(prefixes) if prefixes is not None else None
-    for s in manual.sections:
-        if wanted is None or any(s.number == p or s.number.startswith(p + ".") for p in wanted):
-            keep.add(s.number)
-            keep.update(p for p in s.parents if p in by)
-    sections = [by[n] for n in sorted(keep, key=number_key)]
+    sections = selected(manual, prefixes)
     parts = [_preamble(f"PTX ISA {manual.version}", manual.version, style, outline)]
     if toc:
         parts.append("#[\n" + _contents() + "]\n")
@@ -260,6 +265,41 @@ def make_pdf(
     return pdf
 
 
+def compare(sections: Sequence[Section], pdf: Path) -> list[str]:
+    """Read ``pdf`` with ptxrag's PDF loader and say how its sections match the Markdown ones: the report,
+    sections missing or extra, wrong titles, and the sections whose words match worst (recall: share of
+    the Markdown words found; precision: share of the words found that are the section's own)."""
+    import time
+
+    from ptxrag.indexer.loaders.pdf import read_pdf
+
+    start = time.perf_counter()
+    pieces, report = read_pdf(pdf, strict=False)
+    lines = [report.summary(), f"read in {time.perf_counter() - start:.1f} s", *report.warnings]
+    by = {s.number: s for s in sections}
+    words = re.compile(r"[a-z_][\w.]+")
+    scores = []
+    for p in pieces:
+        if p.number not in by:
+            lines.append(f"extra section {p.number} {p.title!r}")
+            continue
+        s = by[p.number]
+        if p.title != s.title:
+            lines.append(f"title of {p.number}: {p.title!r}, Markdown {s.title!r}")
+        want, got = set(words.findall(s.text.lower())), set(words.findall(p.body.lower()))
+        if want or got:
+            both = len(want & got)
+            scores.append((both / max(1, len(want)), both / max(1, len(got)), p.number))
+    found = {p.number for p in pieces}
+    missing = [n for n in by if n not in found]
+    lines.append(
+        f"{len(found & set(by))} of the PDF's sections are Markdown sections; not found: {missing[:20]}"
+    )
+    for recall, precision, number in sorted(scores, key=lambda x: min(x[0], x[1]))[:8]:
+        lines.append(f"{number}: recall {recall:.2f}, precision {precision:.2f}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("markdown", type=Path, help="a folder of the manual's Markdown sections")
@@ -273,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--outline-depth", type=int, metavar="N", help="bookmarks for the first N levels only")
     ap.add_argument("--drop-last", type=int, default=0, metavar="N")
     ap.add_argument("--typst", action="store_true", help="write the Typst source instead of the PDF")
+    ap.add_argument("--check", action="store_true", help="then read it back and compare with the Markdown")
     a = ap.parse_args(argv)
     version = a.version or a.markdown.name.rsplit("-", 1)[-1]
     prefixes = a.sections.split(",") if a.sections else None
@@ -292,6 +333,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pypdf import PdfReader
 
     print(f"{a.out}: {len(PdfReader(io.BytesIO(pdf)).pages)} pages, {len(pdf)} bytes", file=sys.stderr)
+    if a.check:
+        manual = load_manual(a.markdown, version=version)
+        for line in compare(selected(manual, prefixes), a.out):
+            print(line)
     return 0
 
 
