@@ -347,3 +347,16 @@ def test_the_9_0_manual_typeset_without_outline_loads_whole(shared_dir: Path, tm
     pieces, report = read_pdf(path)
     _check_sections(pieces, [s for s in manual.sections if s.number in keep])
     assert report.structure == "headings" and report.warnings == ()
+
+
+def test_long_titles_wrapped_over_two_lines_come_back_whole(pdf, markdown) -> None:
+    # titles that wrap after "K=64/" and before "/ mbarrier.try_wait" (a slash in a word, and one alone)
+    long = ("9.7.16.10.7.2.2", "9.7.13.15.16", "14.1")
+    path = pdf(prefixes=long, style="legacy", outline=False, toc=False)
+    by = markdown.by_number()
+    lines = {ln.strip() for t in _page_texts(path) for ln in t.splitlines()}
+    wrapped = [n for n in long[:2] if f"{n} {by[n].title}" not in lines]
+    assert wrapped == list(long[:2])  # neither title fits on one line
+    pieces, _ = read_pdf(path)
+    got = {p.number: p.title for p in pieces}
+    assert [got[n] for n in long[:2]] == [by[n].title for n in long[:2]]

@@ -29,6 +29,14 @@ class Mark:
     """page index, None when the destination is not in the document"""
 
 
+def _join(head: str, tail: str) -> str:
+    """A line and the one it wraps onto; a line broken right after a hyphen or a slash that ends a word
+    ("Multiply-", "K=64/") joins without a space, a free-standing one ("wait_group /") with one."""
+    head, tail = head.rstrip(), tail.strip()
+    glued = re.search(r"\S[-/]$", head) is not None
+    return f"{head}{tail}" if glued else f"{head} {tail}".strip()
+
+
 def body_size(stream: list[Line]) -> float:
     """The font size most of the running text is set in."""
     sizes: Counter[float] = Counter()
@@ -55,7 +63,7 @@ def read_contents(stream: list[Line]) -> tuple[list[tuple[str, str, int]], set[i
             for j in range(i + 1, min(i + 3, len(stream))):
                 if BOOKMARK.match(stream[j].text) or stream[j].page != ln.page:
                     break
-                text = f"{text.rstrip()} {stream[j].text.strip()}"
+                text = _join(text, stream[j].text)
                 span.append(j)
                 m = _CONTENTS.match(text)
                 if m:
@@ -92,8 +100,7 @@ def _title_lines(stream: list[Line], i: int, body: float, known: str | None) -> 
             break
         if known is None and title and abs(nxt.size_pt - face.size_pt) > 0.5:
             break
-        # a title broken at a hyphen joins without a space ("Multiply-" + "Accumulate")
-        title = f"{title}{nxt.text.strip()}" if title.endswith("-") else f"{title} {nxt.text.strip()}".strip()
+        title = _join(title, nxt.text)
         j += 1
     return title, j
 
