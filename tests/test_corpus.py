@@ -23,7 +23,8 @@ from ptxrag.corpus import (
     unresolved_citations,
 )
 from ptxrag.corpus.cards import load_card
-from ptxrag.corpus.documents import load_contract, package_dir, parse_front_matter
+from ptxrag.corpus.documents import load_contract, parse_front_matter
+from ptxrag.corpus.files import package_dir
 from ptxrag.tasks.spec import ARCHS
 
 CONTRACT_TOPICS = {"mbarrier", "async-proxy", "tma", "wgmma", "clusters", "warp-specialization", "pdl"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ptxrag.corpus.documents import package_dir
+from ptxrag.corpus.files import package_dir
 from ptxrag.sandbox.compile import abi_include_dir, compile_candidate
 from ptxrag.sandbox.opcodes import resolve
 from ptxrag.sandbox.static import disassemble, static_check

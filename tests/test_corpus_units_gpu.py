@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from ptxrag.corpus.documents import package_dir
+from ptxrag.bench.task_validation import validate_task
+from ptxrag.corpus.files import package_dir
 from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
 from ptxrag.tasks.loader import load_task_dir
-from ptxrag.tasks.validate import validate_task
 
 pytestmark = pytest.mark.gpu
 

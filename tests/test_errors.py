@@ -24,7 +24,17 @@ from ptxrag.base.errors import (
 
 ROOT = Path(ptxrag.__file__).parent
 #: raised and caught inside one process boundary, never seen by a caller (the GPU worker runs stdlib-only)
-PRIVATE_OK = {"ptxrag.sandbox.gpu.worker.CandidateError"}
+PRIVATE_OK = {
+    f"ptxrag.sandbox.gpu.worker.{name}"
+    for name in (
+        "CandidateError",
+        "CandidateCudaError",
+        "CandidateHang",
+        "CandidateLoadError",
+        "CandidateViolation",
+        "HarnessError",
+    )
+} | {"ptxrag.sandbox.gpu.runner.CudaError"}
 
 
 def _modules() -> list[str]:

@@ -35,6 +35,7 @@ from ptxrag.indexer import (
 )
 from ptxrag.indexer.catalog import Store
 from ptxrag.indexer.embedding import bundled_model_path
+from ptxrag.indexer.library import ManualChecks
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_HTML = FIXTURES / "manuals" / "ptx-isa-mini.html"
@@ -42,6 +43,8 @@ sys.path.insert(0, str(FIXTURES / "manuals"))
 from pdf_fixture import build_pdf  # noqa: E402
 
 runner = CliRunner()
+#: the mini manual has 8 sections: the whole-manual minimums are tested in test_indexer_hardening.py
+MINI_CHECKS = ManualChecks(min_sections=1, min_instruction_sections=1)
 
 
 def _flat(text: str) -> str:
@@ -69,7 +72,7 @@ def retriever(indexed_home: Path) -> Retriever:
 def mini_home(tmp_path: Path) -> Path:
     """A small HTML manual (official structure), indexed without the knowledge pack."""
     home = tmp_path / "home"
-    add_manual(MINI_HTML, version="9.1", home=home)
+    add_manual(MINI_HTML, version="9.1", home=home, checks=MINI_CHECKS)
     build_index(home, knowledge=False)
     return home
 
@@ -313,7 +316,7 @@ def test_content_change_rebuilds(mini_home: Path, tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    add_manual(changed, version="9.1", home=mini_home)
+    add_manual(changed, version="9.1", home=mini_home, checks=MINI_CHECKS)
     report = build_index(mini_home, knowledge=False)
     (c,) = report.collections
     assert (c.action, c.reason) == ("rebuilt", "content changed")
@@ -329,11 +332,11 @@ def test_broken_input_leaves_the_index_intact(mini_home: Path, tmp_path: Path) -
     cut = tmp_path / "cut.pdf"
     cut.write_bytes(pdf.read_bytes()[:2000])
     with pytest.raises(ManualFormatError, match="truncated or damaged"):
-        add_manual(cut, version="9.1", home=mini_home)
+        add_manual(cut, version="9.1", home=mini_home, checks=MINI_CHECKS)
     no_sections = tmp_path / "nosec.html"
     no_sections.write_text("<html><body><h2>About</h2><p>hello</p></body></html>", encoding="utf-8")
     with pytest.raises(ManualFormatError):
-        add_manual(no_sections, version="9.1", home=mini_home)
+        add_manual(no_sections, version="9.1", home=mini_home, checks=MINI_CHECKS)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ManualFormatError, match="no Markdown"):
@@ -350,7 +353,7 @@ def test_failed_build_keeps_the_old_index(mini_home: Path, tmp_path: Path) -> No
     changed.write_text(
         MINI_HTML.read_text(encoding="utf-8").replace("no ordering", "no ordering at all"), "utf-8"
     )
-    add_manual(changed, version="9.1", home=mini_home)
+    add_manual(changed, version="9.1", home=mini_home, checks=MINI_CHECKS)
 
     def explode(label: str, done: int, total: int) -> None:
         if "storing" in label:
@@ -457,7 +460,13 @@ def test_add_manual_from_a_url(tmp_path: Path) -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{MINI_HTML.name}"
-        rec = add_manual(url, version="9.1", home=tmp_path, base_url="https://docs.example/ptx/index.html")
+        rec = add_manual(
+            url,
+            version="9.1",
+            home=tmp_path,
+            base_url="https://docs.example/ptx/index.html",
+            checks=MINI_CHECKS,
+        )
         assert (rec.format, rec.origin, rec.sections) == ("html", url, 8)
         with pytest.raises(IndexerError, match="cannot download"):
             add_manual(url.replace(MINI_HTML.name, "missing.html"), version="9.1", home=tmp_path)

@@ -24,17 +24,17 @@ def _raw(cand, cand_sync, base=0.20, base_sync=0.215, recheck=True):
 
 def test_honest_kernel_gets_its_speedup():
     t = judge_timing(TASK, _raw(0.16, 0.175), 1.0, "NVIDIA H200")
-    assert t.status == "passed" and not t.escaped_stream
+    assert t.status == "passed"
     assert abs(t.speedup - 0.20 / 0.16) < 1e-9
     assert "speedup 1.25x" in t.message
 
 
-def test_work_on_another_stream_is_caught_and_timed_honestly():
-    # events on the given stream saw 5 us, the device-synchronised run took the real 0.18 ms
-    t = judge_timing(TASK, _raw(0.005, 0.19), 1.0)
-    assert t.status == "failed" and t.escaped_stream
-    assert "escaped the given stream" in t.message
-    assert t.speedup is not None and t.speedup < 1.5  # judged on the synchronised time, not 40x
+def test_the_verdict_rests_on_event_times_not_on_a_host_timing_gap():
+    # off-stream work is failed by the candidate process's CUPTI record (GPU tests); a host-side gap between
+    # the device-synchronised and the event time (launch overhead of a small kernel) is no evidence and
+    # must not fail an honest kernel
+    t = judge_timing(TASK, _raw(0.16, 0.40), 1.0, "NVIDIA H200")
+    assert t.status == "passed" and abs(t.speedup - 0.20 / 0.16) < 1e-9
 
 
 def test_wrong_results_after_timing_fail_the_stage():

@@ -33,14 +33,6 @@ def test_unknown_task_lists_known_ones():
     ("edit", "message"),
     [
         (lambda s: s.replace("level = 1", "level = 7"), "level"),
-        (
-            lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["redux.sinc"]'),
-            "not in the opcode table",
-        ),
-        (
-            lambda s: s.replace('required_ptx = ["redux.sync"]', 'required_ptx = ["mapa"]'),
-            "no distinctive SASS opcode",
-        ),
         (lambda s: s.replace('arch = "sm_90a"', 'arch = "sm_91x"'), "arch"),
         (lambda s: s.replace("{ rows = 1000, cols = 999 }", "{ rows = 1000 }"), "does not set dimension"),
         (lambda s: s.replace('file = "controls/hang.cu"', 'file = "controls/missing.cu"'), "does not exist"),

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from ptxrag.bench.task_validation import GPU_STAGES, validate_task
 from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
 from ptxrag.tasks import load_task
 from ptxrag.tasks.loader import builtin_suite_dir
-from ptxrag.tasks.validate import GPU_STAGES, validate_task
 
 SUITE_IDS = sorted(p.name for p in builtin_suite_dir().iterdir() if (p / "task.toml").is_file())
 

@@ -8,9 +8,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from ptxrag.bench.task_validation import record_reference_counts
 from ptxrag.sandbox import Sandbox, SandboxConfig
 from ptxrag.tasks import list_tasks
-from ptxrag.tasks.validate import record_reference_counts
 
 out = Path(sys.argv[1]) / "counts"
 out.mkdir(parents=True, exist_ok=True)

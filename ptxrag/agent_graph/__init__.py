@@ -7,15 +7,17 @@ in the sandbox and turns the verdict into the next prompt, for up to ``max_round
 Conditions (what knowledge the model gets) are TOML data: ``builtin_conditions()``, ``load_condition``.
 """
 
+from ptxrag.sandbox.protocol import Evaluator
+
 from .conditions import Condition, ConditionError, RetrievalSettings, builtin_conditions, load_condition
 from .episode import AgentEvent, EpisodeMismatch, EpisodeResult, make_sandbox, run_task
 from .extract import Extraction, NoCodeFound, extract_code
 from .graph import build_graph, sqlite_checkpointer
 from .knowledge import CorpusKnowledge, KnowledgeItem, KnowledgeProvider, KnowledgeUnavailable
 from .models import ChatModel, ModelCallError, ModelConfigError, RetryPolicy, is_transient, make_chat_model
-from .nodes import AgentDeps, Evaluator, SandboxError
+from .nodes import AgentDeps, SandboxError
 from .replay import ReplayChatModel, ReplayEntry
-from .retrieval import DocsRetriever, RetrievalUnavailable
+from .retrieval import DocsRetriever, RetrievalUnavailable, default_retriever
 from .state import AgentState, ContextBlock, RetrievalQuery, RoundRecord, ShownSection, TokenUsage
 from .tokens import TOKENIZER, count_tokens
 
@@ -53,6 +55,7 @@ __all__ = [
     "build_graph",
     "builtin_conditions",
     "count_tokens",
+    "default_retriever",
     "extract_code",
     "is_transient",
     "load_condition",

@@ -18,13 +18,14 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from ptxrag.base.errors import ConfigInputError
+from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec, load_task
 
 from .conditions import Condition, load_condition
 from .graph import build_graph, sqlite_checkpointer
 from .knowledge import CorpusKnowledge, KnowledgeProvider, KnowledgeUnavailable
 from .models import ChatModel, ModelCallError, RetryPolicy, as_chat_model
-from .nodes import AgentDeps, Evaluator, SandboxError
+from .nodes import AgentDeps, SandboxError
 from .replay import message_text
 from .retrieval import DocsRetriever, RetrievalUnavailable, default_retriever
 from .state import ContextBlock, RoundRecord, StopReason, TokenUsage

@@ -15,6 +15,8 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from ptxrag.sandbox.protocol import Evaluator
+
 from .retrieval import default_retriever
 
 
@@ -68,7 +70,7 @@ class _EvaluateArgs(BaseModel):
     )
 
 
-def sandbox_tool(sandbox: Any = None) -> StructuredTool:
+def sandbox_tool(sandbox: Evaluator | None = None) -> StructuredTool:
     """The sandbox as a LangChain tool named ``evaluate_kernel``; it returns the verdict as text."""
     holder: dict[str, Any] = {"sandbox": sandbox}
 

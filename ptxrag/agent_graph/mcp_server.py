@@ -12,6 +12,8 @@ from typing import Any
 
 import anyio
 
+from ptxrag.sandbox.protocol import Evaluator
+
 from .retrieval import default_retriever
 
 
@@ -23,7 +25,7 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
 class PtxragTools:
     """The tools' implementations, independent of MCP (the server adapts them)."""
 
-    def __init__(self, retriever: Any = None, sandbox: Any = None) -> None:
+    def __init__(self, retriever: Any = None, sandbox: Evaluator | None = None) -> None:
         self._retriever = retriever
         self._sandbox = sandbox
 
@@ -34,7 +36,7 @@ class PtxragTools:
         return self._retriever
 
     @property
-    def sandbox(self) -> Any:
+    def sandbox(self) -> Evaluator:
         if self._sandbox is None:
             from ptxrag.sandbox import Sandbox
 

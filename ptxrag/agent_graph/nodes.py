@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from ptxrag.base.errors import SandboxFailure
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
+from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec
 
 from .extract import NoCodeFound, extract_code
@@ -26,12 +27,6 @@ from .queries import round_queries
 from .replay import message_text
 from .retrieval import DocsRetriever, RetrievalUnavailable, retrieve_context
 from .state import AgentState, RoundDraft, RoundRecord
-
-
-class Evaluator(Protocol):
-    """What the agent needs of a sandbox: ``ptxrag.sandbox.Sandbox`` or a remote client."""
-
-    def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport: ...
 
 
 class SandboxError(SandboxFailure, RuntimeError):

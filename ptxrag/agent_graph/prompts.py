@@ -6,7 +6,7 @@ import functools
 from importlib import resources
 from string import Template
 
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from .state import ContextBlock, RoundRecord

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from .state import RetrievalQuery, RoundRecord

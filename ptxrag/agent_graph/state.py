@@ -9,7 +9,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
 
 from .conditions import Condition
 

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
 
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\"|`[^`]*`)")
 _PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:/[\w.+-]+)+/?")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ptxrag.agent_graph.state import TokenUsage
+from ptxrag.agent_graph import TokenUsage
 from ptxrag.base.errors import ConfigInputError
 
 

@@ -12,8 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.agent_graph.episode import EpisodeResult
-from ptxrag.agent_graph.state import RoundRecord
+from ptxrag.agent_graph import EpisodeResult, RoundRecord
 
 from .failures import failure_of
 from .study import Episode

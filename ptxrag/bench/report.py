@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ptxrag.agent_graph.state import TokenUsage
+from ptxrag.agent_graph import TokenUsage
 
 from . import metrics, plots
 from .failures import top_failures

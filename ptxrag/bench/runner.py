@@ -18,9 +18,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ptxrag.agent_graph.episode import AgentEvent, EpisodeResult
-from ptxrag.agent_graph.nodes import Evaluator
-from ptxrag.agent_graph.retrieval import DocsRetriever, RetrievalUnavailable, default_retriever
+from ptxrag.agent_graph import (
+    AgentEvent,
+    DocsRetriever,
+    EpisodeResult,
+    RetrievalUnavailable,
+    default_retriever,
+)
+from ptxrag.sandbox.protocol import Evaluator
 
 from .executors import Executor, make_executor, needs_retrieval
 from .executors.base import RunContext

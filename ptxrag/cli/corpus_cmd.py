@@ -55,9 +55,15 @@ def add_cmd(
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="makes relative section anchors absolute")
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="replace an added manual of this version even by a much smaller one"),
+    ] = False,
 ) -> None:
-    """Add (or replace) a manual version. It is parsed and checked first; a broken input changes nothing."""
+    """Add (or replace) a manual version. It is parsed and checked first; a broken input changes nothing, and
+    a replaced manual is kept until `ptxrag index` has indexed the new one."""
     from ptxrag.indexer import add_manual
+    from ptxrag.indexer.library import previous_record
 
     if source != "ptx-isa":
         fail(f"unknown manual {source!r}; known: ptx-isa (the knowledge pack is indexed by `ptxrag index`)")
@@ -65,13 +71,26 @@ def add_cmd(
         fail(f"--format must be markdown, html or pdf, not {fmt!r}")
     with console.status(f"reading {origin or 'the official manual'} ..."):
         try:
-            rec = add_manual(origin, version=version, source=source, fmt=fmt, base_url=base_url)  # type: ignore[arg-type]
+            rec = add_manual(
+                origin,
+                version=version,
+                source=source,
+                fmt=fmt,  # type: ignore[arg-type]
+                base_url=base_url,
+                replace=replace,
+            )
         except _errors() as e:
             fail(str(e))
     console.print(
         f"added [bold]{rec.source} {rec.version}[/] ({rec.format}): {rec.sections} sections, "
         f"{rec.instructions} instructions, architectures up to {rec.architectures[-1] if rec.architectures else '?'}"
     )
+    prev = previous_record(rec.version, source=rec.source)
+    if prev is not None:
+        console.print(
+            f"the previous {prev.source} {prev.version} ({prev.sections} sections, from {prev.origin}) is kept "
+            "until the new one is indexed"
+        )
     console.print("run [bold]ptxrag index[/] to index it")
 
 
@@ -292,6 +311,8 @@ def ask_cmd(
         queries.insert(0, query)
     if not queries:
         fail("give a QUERY or --queries-file FILE")
+    from ptxrag.indexer.library import index_warnings
+
     _limit_threads()
     try:
         retriever = Retriever()
@@ -300,6 +321,8 @@ def ask_cmd(
         results = [(q, retriever.search(q, k, version=version, sources=source)) for q in queries]
     except _errors() as e:
         fail(str(e))
+    for warning in index_warnings(version=version, sources=source):
+        err_console.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
     if json_out:
         print(json.dumps([_hits_json(q, hits) for q, hits in results], indent=2))
         return

@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markdown import Markdown
 from rich.status import Status
 from rich.table import Table
 
-from .common import console, fail, styled
+from .common import console, err_console, fail, styled
+
+if TYPE_CHECKING:
+    from ptxrag.tasks import BrokenTask
 
 tasks_app = typer.Typer(help="Benchmark tasks: list, show, validate.", no_args_is_help=True)
 
 
 @tasks_app.command("list")
 def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the tasks in the search path (PTXRAG_TASKS_PATH, then the bundled suite)."""
-    from ptxrag.tasks import TaskError, list_tasks
+    """List the tasks in the search path (PTXRAG_TASKS_PATH, then the bundled suite).
 
-    try:
-        tasks = list_tasks()
-    except TaskError as e:
-        fail(str(e))
+    A task folder that does not load is skipped with a warning on stderr naming the folder and the error;
+    the others are listed and the exit status stays 0 (`tasks validate --all` exits 1 on it)."""
+    from ptxrag.tasks import scan_tasks
+
+    scan = scan_tasks()
+    _warn_broken(scan.broken)
+    tasks = scan.tasks
     if json_out:
         print(
             json.dumps(
@@ -49,6 +54,13 @@ def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     for task in tasks:
         t.add_row(task.id, str(task.level), task.family, task.arch, ", ".join(task.required_ptx), task.title)
     console.print(t)
+
+
+def _warn_broken(broken: list[BrokenTask]) -> None:
+    for b in broken:
+        err_console.print(
+            f"[bold yellow]warning:[/] skipped broken task {b.folder}: {b.error}", highlight=False
+        )
 
 
 @tasks_app.command("show")
@@ -98,12 +110,18 @@ def validate(
     ] = False,
 ) -> None:
     """Run each task's reference solution and negative controls through the sandbox."""
+    from ptxrag.bench.task_validation import record_reference_counts, validate_task
     from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
-    from ptxrag.tasks import TaskError, list_tasks, load_task
-    from ptxrag.tasks.validate import record_reference_counts, validate_task
+    from ptxrag.tasks import TaskError, load_task, scan_tasks
 
+    broken: list[BrokenTask] = []
     try:
-        tasks = list_tasks() if (all_ or not task_ids) else [load_task(t) for t in task_ids]
+        if all_ or not task_ids:
+            scan = scan_tasks()
+            tasks, broken = scan.tasks, scan.broken
+            _warn_broken(broken)
+        else:
+            tasks = [load_task(t) for t in task_ids]
     except TaskError as e:
         fail(str(e))
     limits = StageLimits(
@@ -143,6 +161,9 @@ def validate(
                         }
                         for c in v.controls
                     ],
+                    "alternatives": [
+                        {"file": a.file, "verdict": a.verdict, "message": a.message} for a in v.alternatives
+                    ],
                 }
                 for v in results
             ],
@@ -152,7 +173,7 @@ def validate(
             save_json.write_text(doc + "\n")
         if json_out:
             print(doc)
-            if not all(v.ok for v in results):
+            if broken or not all(v.ok for v in results):
                 raise typer.Exit(1)
             return
     t = Table(title="reference solutions", header_style="bold")
@@ -207,8 +228,26 @@ def validate(
                 o.message[:200],
             )
     console.print(c)
+    if any(v.alternatives for v in results):
+        a = Table(title="honest alternatives (must pass)", header_style="bold")
+        for col in ("task", "solution", "verdict", "message"):
+            a.add_column(col, overflow="fold")
+        for v in results:
+            for h in v.alternatives:
+                a.add_row(
+                    v.task.id,
+                    h.file,
+                    {"ok": "[green]ok[/]", "FAILED": "[bold red]FAILED[/]"}.get(
+                        h.verdict, "[yellow]not verified[/]"
+                    ),
+                    h.message[:200],
+                )
+        console.print(a)
     if not all(v.ok for v in results):
         console.print("[bold red]validation FAILED[/]: a reference failed or a control passed")
+        raise typer.Exit(1)
+    if broken:
+        console.print(f"[bold red]validation FAILED[/]: {len(broken)} task folder(s) do not load (see above)")
         raise typer.Exit(1)
 
 

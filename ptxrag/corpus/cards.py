@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .documents import CorpusError, package_dir
+from .files import CorpusError, package_dir
 
 #: tensor-core rates a card may list (TFLOP/s dense, int8 in TOPS)
 TENSOR_DTYPES = ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .documents import CorpusError, KnowledgeDoc
+from .documents import KnowledgeDoc
+from .files import CorpusError
 
 _HEADING_RE = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s+(?:\[)?(.*?)(?:\]\(.*)?$", re.MULTILINE)
 

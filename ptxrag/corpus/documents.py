@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
-from ptxrag.base.errors import ManualInputError
+from .cards import hardware_card, list_hardware, render_card
+from .files import CorpusError, package_dir
 
 Source = Literal["contracts", "templates", "hardware"]
 SOURCES: tuple[Source, ...] = ("contracts", "templates", "hardware")
@@ -21,10 +21,6 @@ TEMPLATE_HEADERS: dict[str, str] = {"sm_90a": "ptxrag_sm90.cuh"}
 REQUIRED_KEYS = ("id", "title", "instructions", "cites")
 
 _SECTION_RE = re.compile(r"^\d+(\.\d+)*$")
-
-
-class CorpusError(ManualInputError, ValueError):
-    """A knowledge-pack file is missing or malformed, or a request names something unknown."""
 
 
 @dataclass(frozen=True)
@@ -46,11 +42,6 @@ class KnowledgeDoc:
     def concerns(self, instruction: str) -> bool:
         """True when one of the tags matches ``instruction`` (see ``matches_instruction``)."""
         return any(matches_instruction(tag, instruction) for tag in self.tags)
-
-
-def package_dir() -> Path:
-    """The installed ``ptxrag.corpus`` folder (the repository's ``corpus/`` in an editable install)."""
-    return Path(str(resources.files("ptxrag.corpus")))
 
 
 def matches_instruction(tag: str, instruction: str) -> bool:
@@ -254,8 +245,6 @@ def iter_documents(sources: Iterable[str] | None = None) -> Iterator[KnowledgeDo
         for arch in sorted(TEMPLATE_HEADERS):
             yield template_header(arch)
     if "hardware" in wanted:
-        from .cards import hardware_card, list_hardware, render_card
-
         for name in list_hardware():
             card = hardware_card(name)
             path = card.path or package_dir() / "hardware" / f"{name}.toml"
@@ -280,9 +269,3 @@ def template_header(arch: str = "sm_90a") -> KnowledgeDoc:
     if not path.is_file():
         raise CorpusError(f"{path}: template header is missing from the installed package")
     return load_template(path)
-
-
-def as_source(value: str) -> Source:
-    if value not in SOURCES:
-        raise CorpusError(f"unknown knowledge source {value!r}; known: {list(SOURCES)}")
-    return cast(Source, value)

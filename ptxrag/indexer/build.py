@@ -6,7 +6,11 @@ under a second)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
+import shutil
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -19,7 +23,7 @@ from .catalog import CollectionEntry, IndexManifest, Store, collection_key, now_
 from .chunking import ChunkingParams, chunk_sections
 from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, describe, resolve_model, same_model
 from .errors import IndexerError
-from .library import list_added, load_added, manual_file
+from .library import forget_previous, list_added, load_added, manual_file
 from .pack import KnowledgeDocLike, as_section, content_hash, group_by_source, pack_documents
 from .schema import BUNDLED_VERSION, MANUAL_SOURCE, CollectionReport, IndexReport, Section
 
@@ -105,10 +109,19 @@ def _build_collection(
     progress: BuildProgress | None,
 ) -> tuple[CollectionEntry, int, float]:
     label = f"{pending.source} {pending.version}"
+
+    def step(name: str, done: int) -> None:
+        if progress is not None:
+            progress(f"{label}: {name}", done, 1)
+
+    step("reading sections", 0)
     sections = pending.load()
+    step("reading sections", 1)
     if not sections:
         raise IndexerError(f"{label}: nothing to index (no sections)")
+    step("chunking", 0)
     chunks = chunk_sections(sections, source=pending.source, version=pending.version, params=params)
+    step("chunking", 1)
 
     def on_embed(done: int, total: int) -> None:
         if progress is not None:
@@ -134,9 +147,11 @@ def _build_collection(
             )
             if progress is not None:
                 progress(f"{label}: storing", min(start + _ADD_BATCH, len(chunks)), len(chunks))
+        step("BM25 index", 0)
         folder = store.lexical_dir(physical)
         store.write_records(folder, sections, chunks)
         lexical.build(folder, sections)
+        step("BM25 index", 1)
     except BaseException:
         store.drop_physical(physical)
         raise
@@ -153,6 +168,61 @@ def _build_collection(
         built_at=now_iso(),
     )
     return entry, len(chunks), embed_s
+
+
+#: written before a build changes the index, removed when it ends; found at the start of a build, it says an
+#: earlier build was killed and may have left Chroma collections and folders that no manifest names
+BUILD_MARKER = ".build-in-progress"
+_UUID_DIR = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _segment_dirs(store: Store) -> list[Path]:
+    if not store.chroma_dir.is_dir():
+        return []
+    return [p for p in store.chroma_dir.iterdir() if p.is_dir() and _UUID_DIR.match(p.name)]
+
+
+def _may_have_orphans(store: Store, manifest: IndexManifest) -> bool:
+    """Cheap (no Chroma import): a killed build's marker, lexical folders or more segment folders than the
+    manifest's collections explain."""
+    if (store.index_dir / BUILD_MARKER).exists():
+        return True
+    named = {e.physical for e in manifest.collections.values()}
+    if store.lexical_root.is_dir() and any(p.name not in named for p in store.lexical_root.iterdir()):
+        return True
+    return len(_segment_dirs(store)) > len(named)
+
+
+def clean_orphans(store: Store, manifest: IndexManifest) -> list[str]:
+    """Drop what no manifest names: Chroma collections and lexical folders of killed builds, and segment
+    folders Chroma no longer knows (a delete killed half way). Returns what was removed."""
+    named = {e.physical for e in manifest.collections.values()}
+    removed: list[str] = []
+    if store.chroma_dir.is_dir():
+        for col in store.client().list_collections():
+            name = getattr(col, "name", col)
+            if name not in named:
+                store.drop_physical(str(name))
+                removed.append(f"collection {name}")
+        known: set[str] | None = None
+        db = store.chroma_dir / "chroma.sqlite3"
+        if db.is_file():
+            with (
+                contextlib.suppress(sqlite3.Error),
+                contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con,
+            ):
+                known = {str(r[0]) for r in con.execute("SELECT id FROM segments")}
+        if known is not None:  # only with Chroma's own list of segments; never guess
+            for d in _segment_dirs(store):
+                if d.name not in known:
+                    shutil.rmtree(d, ignore_errors=True)
+                    removed.append(f"folder chroma/{d.name}")
+    if store.lexical_root.is_dir():
+        for d in store.lexical_root.iterdir():
+            if d.name not in named:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(f"folder lexical/{d.name}")
+    return removed
 
 
 def build_index(
@@ -231,6 +301,45 @@ def build_index(
         and (e.source == MANUAL_SOURCE and versions is None or (e.source != MANUAL_SOURCE and knowledge_ok))
     ]
 
+    if _may_have_orphans(store, manifest):
+        if progress is not None:
+            progress("cleaning up after an interrupted build", 0, 1)
+        removed = clean_orphans(store, manifest)
+        if removed:
+            skipped.append(f"removed what an interrupted build left: {', '.join(removed)}")
+        if progress is not None:
+            progress("cleaning up after an interrupted build", 1, 1)
+    marker = store.index_dir / BUILD_MARKER
+    if todo or stale:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(now_iso(), encoding="utf-8")
+    try:
+        _apply(store, manifest, spec, params, todo, stale, collections, reports, progress)
+    finally:
+        marker.unlink(missing_ok=True)  # a killed process never gets here: the next build cleans up
+    if todo or manifest.model is None:
+        store.write_manifest(IndexManifest(model=describe(spec), collections=collections))
+    return IndexReport(
+        home=str(store.home),
+        model=spec.name,
+        collections=tuple(reports),
+        skipped=tuple(skipped),
+        wall_s=round(time.perf_counter() - t_start, 3),
+    )
+
+
+def _apply(
+    store: Store,
+    manifest: IndexManifest,
+    spec: ModelSpec,
+    params: ChunkingParams,
+    todo: list[tuple[_Pending, str, str]],
+    stale: list[str],
+    collections: dict[str, CollectionEntry],
+    reports: list[CollectionReport],
+    progress: BuildProgress | None,
+) -> None:
+    """Build what is to do and drop what is stale, switching the manifest after each collection."""
     embedder: Embedder | None = None
     for p, key, reason in todo:
         t0 = time.perf_counter()
@@ -246,6 +355,8 @@ def build_index(
         store.write_manifest(IndexManifest(model=describe(spec), collections=collections))
         if old is not None:
             store.drop_physical(old.physical)
+        if p.source == MANUAL_SOURCE:
+            forget_previous(p.version, home=store.home)  # the new manual is indexed: the old copy may go
         reports.append(
             CollectionReport(
                 source=p.source,
@@ -272,12 +383,3 @@ def build_index(
                 reason="its source is gone",
             )
         )
-    if todo or manifest.model is None:
-        store.write_manifest(IndexManifest(model=describe(spec), collections=collections))
-    return IndexReport(
-        home=str(store.home),
-        model=spec.name,
-        collections=tuple(reports),
-        skipped=tuple(skipped),
-        wall_s=round(time.perf_counter() - t_start, 3),
-    )

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import resource
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +44,15 @@ class Limits:
     uid: int | None = None
     #: give the child an empty network namespace (needs root): no network, not even loopback
     isolate_network: bool = False
+    #: RLIMIT_AS per process: a hard memory cap that makes allocations fail at once. Only for tools that do not
+    #: reserve huge address ranges (compilers); never for CUDA processes (the driver reserves terabytes)
+    address_space_bytes: int | None = None
+    #: give the child a private mount namespace whose file system shows only these paths, read-only, plus its
+    #: own directory (read-write), an empty /tmp and /dev/null, zero, random, urandom; everything else (the
+    #: service's files, other jobs, /etc, /root, /home) does not exist there. As root directly; otherwise
+    #: inside an unprivileged user namespace (same uid outside), with a network namespace when
+    #: ``isolate_network``, where the kernel allows one (``user_namespaces_available``)
+    read_roots: tuple[str, ...] | None = None
 
     @staticmethod
     def isolated(uid: int = 64000) -> Limits:
@@ -140,22 +151,101 @@ def kill_tree(root_pid: int, seen: dict[int, int | None] | None = None) -> None:
 
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork
+
+
+def _unshare(flags: int, what: str) -> None:
+    if _LIBC.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare({what}) failed")
 
 
 def _unshare_net() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+    _unshare(CLONE_NEWNET, "CLONE_NEWNET")
 
 
-def _preexec(limits: Limits) -> None:
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = [None if x is None else x.encode() for x in (source, target, fstype, data)]
+    if _LIBC.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def visible_roots(roots: tuple[str, ...]) -> list[str]:
+    """The absolute, existing roots, each once, none inside another (a nested root is already visible)."""
+    out: list[str] = []
+    for r in sorted({os.path.normpath(os.path.abspath(r)) for r in roots}):
+        if os.path.lexists(r) and not any(r == o or r.startswith(o.rstrip("/") + "/") for o in out):
+            out.append(r)
+    return out
+
+
+def _bind(src: str, newroot: str, *, writable: bool) -> None:
+    dest = newroot + src
+    if os.path.islink(src):  # merged /usr: /bin -> usr/bin; recreate the link, it resolves inside the jail
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        os.symlink(os.readlink(src), dest)
+        return
+    if os.path.isdir(src):
+        os.makedirs(dest, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        open(dest, "a").close()  # noqa: SIM115 - a mount point for one file
+    _mount(src, dest, None, MS_BIND | MS_REC)
+    if not writable:
+        # keep the source mount's noexec and atime flags: in a user namespace they are locked
+        kept = os.statvfs(src).f_flag & (os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME)
+        relatime = (1 << 21) if os.statvfs(src).f_flag & os.ST_RELATIME else 0
+        _mount(None, dest, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept | relatime)
+
+
+def _enter_user_namespace(network: bool) -> None:
+    """In a non-root child: a user namespace mapping only its own uid and gid (it gains no access outside),
+    with a mount namespace, and a network namespace when ``network``."""
+    uid, gid = os.getuid(), os.getgid()
+    _unshare(CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if network else 0), "CLONE_NEWUSER")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str) -> None:
+    """In the child: a private mount namespace whose root is a fresh tmpfs holding only ``roots`` (read-only)
+    and ``workdir`` (read-write), then chroot into it. Without root, the caller entered a user namespace."""
+    if os.geteuid() == 0 and os.getuid() == 0:
+        _unshare(CLONE_NEWNS, "CLONE_NEWNS")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
+    _mount("tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    for r in visible_roots(roots):
+        _bind(r, newroot, writable=False)
+    os.makedirs(newroot + "/tmp", exist_ok=True)
+    os.chmod(newroot + "/tmp", 0o1777)
+    os.makedirs(newroot + "/dev", exist_ok=True)
+    for dev in ("null", "zero", "random", "urandom"):
+        if os.path.exists("/dev/" + dev):
+            _bind("/dev/" + dev, newroot, writable=True)
+    _bind(workdir, newroot, writable=True)
+    os.chroot(newroot)
+    os.chdir(workdir)
+
+
+def _preexec(limits: Limits, workdir: str, newroot: str | None) -> None:
     # runs in the child between fork and exec
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.address_space_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
-    if limits.isolate_network:
+    jail = newroot is not None and limits.read_roots is not None
+    if jail and os.geteuid() != 0:
+        _enter_user_namespace(limits.isolate_network)
+    elif limits.isolate_network:
         _unshare_net()  # before dropping privileges: it needs CAP_SYS_ADMIN
+    if newroot is not None and limits.read_roots is not None:
+        _enter_private_root(newroot, limits.read_roots, workdir)
     if limits.uid is not None and os.geteuid() == 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
         os.setgroups([])
@@ -164,6 +254,30 @@ def _preexec(limits: Limits) -> None:
     elif os.geteuid() != 0:  # root ignores RLIMIT_NPROC; the watchdog covers it
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
+
+
+@functools.cache
+def user_namespaces_available() -> bool:
+    """Whether this (non-root) process may give a child a user, mount and network namespace with a private
+    root: tried once, on ``/bin/true`` in an empty jail."""
+    if os.geteuid() == 0:
+        return False
+    root = tempfile.mkdtemp(prefix="ptxrag-root-probe-")
+    work = tempfile.mkdtemp(prefix="ptxrag-probe-")
+    limits = Limits(isolate_network=True, read_roots=("/usr", "/bin", "/lib", "/lib64"))
+
+    def probe() -> None:
+        _enter_user_namespace(True)
+        _enter_private_root(root, limits.read_roots or (), work)
+
+    try:
+        done = subprocess.run(["/bin/true"], cwd=work, preexec_fn=probe, timeout=30, check=False)  # noqa: PLW1509
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        os.rmdir(root)
+        os.rmdir(work)
 
 
 def prepare_workdir(workdir: Path, limits: Limits) -> None:
@@ -244,6 +358,13 @@ class Contained:
         self.sweep_uid = sweep_uid
         self.tracked = Tracked()
         prepare_workdir(cwd, limits)
+        #: mount point of the private root (an empty directory; the tmpfs on it exists only in the child)
+        self._newroot = (
+            tempfile.mkdtemp(prefix="ptxrag-root-")
+            if limits.read_roots is not None and (os.geteuid() == 0 or user_namespaces_available())
+            else None
+        )
+        workdir, newroot = str(Path(cwd).resolve()), self._newroot
         self._out = open(stdout_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
             cmd,
@@ -254,7 +375,7 @@ class Contained:
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            preexec_fn=lambda: _preexec(limits),  # noqa: PLW1509
+            preexec_fn=lambda: _preexec(limits, workdir, newroot),  # noqa: PLW1509
         )
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watchdog, daemon=True)
@@ -295,6 +416,9 @@ class Contained:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         self._out.close()
+        if self._newroot is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._newroot)
 
     def __enter__(self) -> Contained:
         return self

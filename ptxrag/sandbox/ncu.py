@@ -44,6 +44,10 @@ def ncu_command(ncu: str, launch_count: int = 64) -> list[str]:
         "none",
         "--target-processes",
         "all",
+        # launch_once.py makes a few unprofiled calls first and brackets the profiled one with
+        # cudaProfilerStart/Stop: the counted call is not the process's first
+        "--profile-from-start",
+        "off",
         "--launch-count",
         str(launch_count),
         "--section",

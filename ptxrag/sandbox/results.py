@@ -130,7 +130,6 @@ class TimingResult(StageResult):
     baseline_device_sync_median_ms: float | None = None
     reps: int = 0
     speedup: float | None = Field(None, description="baseline time / candidate time")
-    escaped_stream: bool = False
     implausible: bool = Field(
         False, description="below the roofline bound or above the task's speedup ceiling"
     )

@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ptxrag.base.errors import TaskInputError
-
-from .spec import TaskSpec
+from .spec import TaskError, TaskSpec, inside_folder, is_task_id
 
 TASK_FILE = "task.toml"
 
+#: a task.toml or statement file larger than this is refused (a statement goes into every prompt)
+MAX_TEXT_BYTES = 1 << 20
 
-class TaskError(TaskInputError, ValueError):
-    """A task folder or spec is broken. The message names the file and what to fix."""
+log = logging.getLogger(__name__)
+
+
+def _read_text(path: Path, what: str) -> str:
+    """A task text file as UTF-8, or a TaskError saying why not (too large, binary, unreadable)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise TaskError(f"{what}: {size} bytes, more than the {MAX_TEXT_BYTES} a task text file may have")
+        raw = path.read_bytes()
+    except OSError as e:
+        raise TaskError(f"{what}: cannot read: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TaskError(
+            f"{what}: not UTF-8 text (byte {e.start} is {raw[e.start : e.start + 1]!r}); is it a binary file?"
+        ) from None
 
 
 def builtin_suite_dir() -> Path:
@@ -41,15 +59,17 @@ def load_task_dir(folder: Path) -> TaskSpec:
     if not spec_file.is_file():
         raise TaskError(f"{folder}: no {TASK_FILE}")
     try:
-        data = tomllib.loads(spec_file.read_text())
+        data = tomllib.loads(_read_text(spec_file, str(spec_file)))
     except tomllib.TOMLDecodeError as e:
-        raise TaskError(f"{spec_file}: not valid TOML: {e}") from e
+        raise TaskError(f"{spec_file}: not valid TOML: {e}") from None
     statement_file = data.pop("statement_file", None)
     if statement_file is not None:
-        p = folder / statement_file
+        if not isinstance(statement_file, str):
+            raise TaskError(f"{spec_file}: statement_file must be a path (a string)")
+        p = inside_folder(folder, statement_file, f"{spec_file}: statement_file")
         if not p.is_file():
             raise TaskError(f"{spec_file}: statement_file {statement_file!r} does not exist")
-        data["statement"] = p.read_text()
+        data["statement"] = _read_text(p, f"{spec_file}: statement_file {statement_file!r}")
     try:
         task = TaskSpec.model_validate({**data, "root": folder})
     except ValidationError as e:
@@ -57,47 +77,83 @@ def load_task_dir(folder: Path) -> TaskSpec:
         raise TaskError(f"{spec_file}: invalid task spec:\n  " + "\n  ".join(lines)) from None
     if task.id != folder.name:
         raise TaskError(f"{spec_file}: id {task.id!r} must equal the folder name {folder.name!r}")
-    for rel in [task.reference.file, task.solution, *(c.file for c in task.controls)]:
-        if not (folder / rel).is_file():
+    for what, rel in [
+        ("reference.file", task.reference.file),
+        ("solution", task.solution),
+        *((f"controls[{i}].file", c.file) for i, c in enumerate(task.controls)),
+        *((f"alternatives[{i}].file", a.file) for i, a in enumerate(task.alternatives)),
+    ]:
+        if not inside_folder(folder, rel, f"{spec_file}: {what}").is_file():
             raise TaskError(f"{spec_file}: referenced file {rel!r} does not exist")
-    _check_required_ptx(task, spec_file)
+    # whether the sandbox can prove each required_ptx executed is checked by ptxrag.bench.task_validation
+    # (``ptxrag tasks validate``): the opcode table is the sandbox's, and tasks do not import the sandbox
     return task
 
 
-def _check_required_ptx(task: TaskSpec, spec_file: Path) -> None:
-    """Every required instruction must have SASS opcodes the execution check can count."""
-    from ptxrag.sandbox.opcodes import UnknownInstruction, resolve  # the sandbox's table is the authority
+@dataclass(frozen=True)
+class BrokenTask:
+    """A task folder on the search path that does not load, and why."""
 
-    for ptx in task.required_ptx:
-        try:
-            req = resolve(ptx)
-        except UnknownInstruction as e:
-            raise TaskError(f"{spec_file}: required_ptx: {e}") from None
-        if not req.verifiable:
-            notes = "; ".join(r.note for r in req.rows if r.note)
-            raise TaskError(
-                f"{spec_file}: required_ptx {ptx!r} has no distinctive SASS opcode, so its execution cannot be "
-                f"proven ({notes}); require an instruction the opcode table can verify"
-            )
+    folder: Path
+    error: TaskError
 
 
-def list_tasks(extra_dirs: Iterable[Path] = ()) -> list[TaskSpec]:
-    """All tasks in the search path; the first folder with a given id wins."""
-    seen: dict[str, TaskSpec] = {}
+@dataclass(frozen=True)
+class TaskScan:
+    """Every task folder on the search path: those that load, and those that do not."""
+
+    tasks: list[TaskSpec] = field(default_factory=list)
+    broken: list[BrokenTask] = field(default_factory=list)
+
+
+def scan_tasks(extra_dirs: Iterable[Path] = ()) -> TaskScan:
+    """Load every task on the search path; a broken folder is recorded in ``broken``, never raised, so one
+    bad task does not hide the others. The first folder with a given name wins: a broken one still takes
+    its name (the same id further down the path is not listed, as ``load_task`` would not reach it)."""
+    seen: dict[str, TaskSpec | None] = {}
+    broken: list[BrokenTask] = []
     for root in search_dirs(extra_dirs):
         if not root.is_dir():
             continue
-        for folder in sorted(p for p in root.iterdir() if (p / TASK_FILE).is_file()):
-            if folder.name not in seen:
+        try:
+            folders = sorted(p for p in root.iterdir() if (p / TASK_FILE).is_file())
+        except OSError as e:
+            broken.append(BrokenTask(root, TaskError(f"{root}: cannot list the folder: {e.strerror or e}")))
+            continue
+        for folder in folders:
+            if folder.name in seen:
+                continue
+            try:
                 seen[folder.name] = load_task_dir(folder)
-    return sorted(seen.values(), key=lambda t: (t.level, t.id))
+            except TaskError as e:
+                seen[folder.name] = None
+                broken.append(BrokenTask(folder, e))
+    tasks = sorted((t for t in seen.values() if t is not None), key=lambda t: (t.level, t.id))
+    return TaskScan(tasks, broken)
 
 
-def load_task(task_id: str, extra_dirs: Iterable[Path] = ()) -> TaskSpec:
-    """Load a task by id, or by a path to its folder."""
-    p = Path(task_id)
-    if (p / TASK_FILE).is_file():
-        return load_task_dir(p)
+def list_tasks(extra_dirs: Iterable[Path] = ()) -> list[TaskSpec]:
+    """All tasks in the search path that load; broken ones are skipped with a logged warning (use
+    :func:`scan_tasks` to get them). The first folder with a given id wins."""
+    scan = scan_tasks(extra_dirs)
+    for b in scan.broken:
+        log.warning("skipped broken task %s: %s", b.folder, b.error)
+    return scan.tasks
+
+
+def load_task(task_id: str, extra_dirs: Iterable[Path] = (), *, by_path: bool = True) -> TaskSpec:
+    """Load a task by id, or (``by_path``, the default) by a path to its folder. With ``by_path=False``
+    only the id of a task on the search path is accepted: what a remote client may name."""
+    if by_path:
+        p = Path(task_id)
+        if (p / TASK_FILE).is_file():
+            return load_task_dir(p)
+    if not is_task_id(task_id):
+        where = "" if not by_path else "no task folder is there and "
+        raise TaskError(
+            f"{task_id!r}: {where}it is not a task id; name a registered task "
+            "(2-64 lowercase letters, digits and dashes), not a path"
+        )
     for root in search_dirs(extra_dirs):
         folder = root / task_id
         if (folder / TASK_FILE).is_file():

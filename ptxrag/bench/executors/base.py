@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ptxrag.agent_graph.episode import AgentEvent, EpisodeResult, run_task
-from ptxrag.agent_graph.nodes import Evaluator
-from ptxrag.agent_graph.retrieval import DocsRetriever
+from ptxrag.agent_graph import AgentEvent, DocsRetriever, EpisodeResult, run_task
+from ptxrag.sandbox.protocol import Evaluator
 
 from ..study import Episode
 

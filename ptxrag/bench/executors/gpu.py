@@ -22,10 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ptxrag.agent_graph.nodes import Evaluator
-from ptxrag.sandbox import Sandbox, SandboxConfig
-from ptxrag.sandbox.results import EvaluationReport
-from ptxrag.sandbox.toolchain import detect_gpu
+from ptxrag.sandbox import EvaluationReport, Sandbox, SandboxConfig, detect_gpu
+from ptxrag.sandbox.protocol import Evaluator
 from ptxrag.tasks import TaskSpec
 
 

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from ptxrag.agent_graph.episode import make_sandbox
-from ptxrag.agent_graph.nodes import Evaluator
+from ptxrag.agent_graph import make_sandbox
+from ptxrag.sandbox.protocol import Evaluator
 
 from ..study import Episode
 from .base import LockedRetriever, RunContext, run_episode

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ptxrag.agent_graph.episode import EpisodeResult
+from ptxrag.agent_graph import EpisodeResult
 from ptxrag.base.errors import HarnessError
-from ptxrag.sandbox.results import EvaluationReport
+from ptxrag.sandbox import EvaluationReport
 from ptxrag.tasks import TaskSpec
 
 from ..study import Episode
@@ -78,7 +78,7 @@ def _episode_task(ep: Episode, out: str, sandbox: str, use_gpu: bool, retrieve: 
     retriever = None
     if retrieve:
         if _worker_retriever is None:  # one per worker process, reused by its later episodes
-            from ptxrag.agent_graph.retrieval import default_retriever
+            from ptxrag.agent_graph import default_retriever
 
             _worker_retriever = default_retriever()
         retriever = _worker_retriever

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ManualFormatError
+from ..limits import MAX_FILE_BYTES, MAX_MARKDOWN_FILE_BYTES, check_file_size
 from ..schema import Manual, ManualFormat
 from .tree import RawSection, assemble
 
@@ -21,7 +22,8 @@ def detect_format(path: Path) -> ManualFormat:
     if suffix == ".pdf":
         return "pdf"
     try:
-        head = path.read_bytes()[:1024]
+        with path.open("rb") as f:
+            head = f.read(1024)
     except OSError as e:
         raise ManualFormatError(f"{path}: cannot read ({e})") from e
     if head.startswith(b"%PDF"):
@@ -45,6 +47,8 @@ def load_manual(
     if not path.exists():
         raise ManualFormatError(f"{path}: no such file or folder")
     fmt = fmt or detect_format(path)
+    if path.is_file():  # every format, the PDF too, before a loader reads it
+        check_file_size(path, MAX_MARKDOWN_FILE_BYTES if fmt == "markdown" else MAX_FILE_BYTES)
     pieces: list[RawSection]
     if fmt == "markdown":
         from .markdown import load_markdown

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ManualFormatError
+from ..limits import check_file_size
 from ..text import clean_markdown
 from .tree import RawSection
 
@@ -150,6 +151,7 @@ def load_html(path: Path, *, base_url: str | None = None) -> list[RawSection]:
     from bs4 import BeautifulSoup
 
     try:
+        check_file_size(path)
         raw = path.read_bytes()
     except OSError as e:
         raise ManualFormatError(f"{path}: cannot read ({e})") from e

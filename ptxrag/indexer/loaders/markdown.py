@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from ..errors import ManualFormatError
+from ..limits import check_folder_size
 from ..text import clean_inline, clean_markdown
 from .tree import RawSection
 
@@ -102,6 +103,7 @@ def load_markdown(path: Path, *, base_url: str | None = None) -> tuple[list[RawS
         files = [path]
     else:
         raise ManualFormatError(f"{path}: no such file or folder")
+    check_folder_size(files, path)
     pieces: list[RawSection] = []
     for f in files:
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..errors import ManualFormatError
 from ..instructions import names_in_text, names_in_title, syntax_variants
+from ..limits import check_section_size
 from ..schema import Manual, ManualFormat, Section
 from ..text import collapse_blank_lines, number_key, parent_number, unique
 
@@ -50,6 +51,7 @@ def assemble(
     merged: dict[str, RawSection] = {}
     duplicates = 0
     for p in pieces:
+        check_section_size(p.number, p.body, p.where)
         if p.number in merged:
             prev = merged[p.number]
             if prev.body.strip() and p.body.strip():

@@ -151,3 +151,62 @@ def find_cudart() -> str:
         if hits:
             return hits[-1]
     raise FileNotFoundError("libcudart not found; set PTXRAG_CUDART to its path")
+
+
+class StreamGate:
+    """Holds a stream until the host opens the gate, so that a call's events time only its GPU work.
+
+    ``close(stream)`` enqueues a wait on a host-mapped word (cuStreamWaitValue32); everything enqueued after
+    it (the start event, the call, the end event) runs back to back once ``open()`` writes the word, so the
+    host's launch overhead is outside the timed window, as it is for work queued behind other work. Code
+    that synchronises the held stream before ``open()`` would wait forever: a watchdog opens the gate after
+    ``watchdog_s`` and ``tripped`` says so (the caller then stops gating).
+    """
+
+    def __init__(self, rt: ctypes.CDLL, watchdog_s: float = 2.0) -> None:
+        import threading
+
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.cu.cuStreamWaitValue32_v2.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint64,
+            ctypes.c_uint32,
+            ctypes.c_uint,
+        ]
+        self.host = ctypes.c_void_p()
+        if rt.cudaHostAlloc(ctypes.byref(self.host), ctypes.c_size_t(4), 2) != 0:  # cudaHostAllocMapped
+            raise RuntimeError("cudaHostAlloc(mapped) failed")
+        self.dev = ctypes.c_void_p()
+        if rt.cudaHostGetDevicePointer(ctypes.byref(self.dev), self.host, 0) != 0:
+            raise RuntimeError("cudaHostGetDevicePointer failed")
+        self.word = ctypes.c_uint32.from_address(self.host.value or 0)
+        self.word.value = 0
+        self.n = 0
+        self.tripped = False
+        self.watchdog_s = watchdog_s
+        self._armed = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._watch, name="ptxrag-gate", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            self._armed.wait()
+            self._armed.clear()
+            if not self._done.wait(self.watchdog_s):
+                self.tripped = True
+                self.open()
+
+    def close(self, stream: int) -> None:
+        with self._lock:
+            self.n += 1
+        rc = self.cu.cuStreamWaitValue32_v2(stream or None, self.dev.value or 0, self.n, 0)  # GEQ
+        if rc != 0:
+            raise RuntimeError(f"cuStreamWaitValue32 failed ({rc})")
+        self._done.clear()
+        self._armed.set()
+
+    def open(self) -> None:
+        with self._lock:
+            self.word.value = self.n
+        self._done.set()

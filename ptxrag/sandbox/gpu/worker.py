@@ -2,8 +2,10 @@
 
 Needs only the standard library and torch, so it runs by path in any CUDA container:
     python worker.py CMD_FD RESULT_FD
-It imports torch and creates the CUDA context first and says {"ready": true}, so the parent can compile the
-candidate meanwhile. The parent sends one JSON command per line on CMD_FD and reads one JSON result per line
+It starts the candidate's own process (runner.py: no PyTorch, forbidden libraries refused by an rtld audit,
+every kernel's stream recorded by CUPTI), imports torch, creates the CUDA context and says {"ready": true},
+so the parent can compile the candidate meanwhile. The worker owns every buffer (shared with the candidate's
+process through CUDA IPC), the references and the checks; the candidate's process only makes the calls. The parent sends one JSON command per line on CMD_FD and reads one JSON result per line
 on RESULT_FD (stdout and stderr belong to the candidate and are captured to a file). Commands:
     {"cmd": "load", "job": path}                 load the candidate library and the task reference
     {"cmd": "correctness", "save_inputs": dir}   fresh inputs per check set; saves the first set's inputs
@@ -13,23 +15,32 @@ on RESULT_FD (stdout and stderr belong to the candidate and are captured to a fi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import json
 import math
 import os
 import secrets
+import select
 import statistics
+import subprocess
 import sys
 import time
 import traceback
 
 try:
-    from . import abi  # type: ignore[no-redef]
+    from . import abi, protocol  # type: ignore[no-redef]
 except ImportError:  # run by path
     import abi  # type: ignore[no-redef]
+    import protocol  # type: ignore[no-redef]
 
-import torch
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch: Any = None  # imported by main() once the candidate's process is starting (they overlap)
 
 INT_POISON = -0x5EADBEEF  # fits int32/int64; unsigned and small ints use their max value
 GUARD_BYTES = 1 << 16  # random bytes before and after every tensor: a write outside a tensor changes them
@@ -37,17 +48,188 @@ SAMPLES_PER_OUTPUT = 64  # output positions re-poisoned before and verified afte
 TIMING_SLOTS = 3  # buffer sets rotated through the timed loop
 TIMING_CONTENTS = 3  # distinct input contents moved between the slots (so a pointer never keys a result)
 FULL_CHECKS = 2  # timed repetitions whose whole output is verified
+RECORDED_SHARE = 4  # one timed repetition in this many runs with the CUPTI stream record (not in the median)
+RECORDED_MIN = 3
+START_TIMEOUT_S = 60.0  # the candidate's process: interpreter, CUDA context, CUPTI
+
+
+#: name fragments of the libraries the candidate's process may not load (the rtld audit refuses them)
+FORBIDDEN_LIBRARIES = (
+    "libcublas",
+    "libcudnn",
+    "libtorch",
+    "libc10",
+    "libcufft",
+    "libcusparse",
+    "libcusolver",
+    "libcurand",
+    "libnvrtc",
+    "libnvJitLink",
+    "libnvptxcompiler",
+    "libtriton",
+)
 
 
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
+class CandidateProcess:
+    """The candidate's process (runner.py) and its line protocol, seen from the worker."""
+
+    def __init__(self, workdir: str, tag: str = "candidate", timeout_s: float | None = None) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        env = dict(os.environ)
+        audit = os.path.join(here, "audit.so")
+        self.audit_log = os.path.join(workdir, f"audit-{tag}.log") if os.path.isfile(audit) else None
+        #: seconds one reply may take (None: wait; the evaluator's deadline then stops the whole worker)
+        self.timeout_s = timeout_s
+        if self.audit_log:
+            env["LD_AUDIT"] = audit
+            env["PTXRAG_AUDIT_LOG"] = self.audit_log
+            env["PTXRAG_AUDIT_FORBID"] = ":".join(FORBIDDEN_LIBRARIES)
+        monitor = os.path.join(here, "monitor.so")
+        self.monitor = monitor if os.path.isfile(monitor) else None
+        cmd_r, self.cmd_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(here, "runner.py"), str(cmd_r), str(res_w)],
+            pass_fds=(cmd_r, res_w),
+            env=env,
+            cwd=workdir,
+        )
+        os.close(cmd_r)
+        os.close(res_w)
+        self.buf = b""
+        self.started = False
+        self.rt = ctypes.CDLL(abi.find_cudart())
+        self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.cu.cuMemGetAddressRange_v2.argtypes = [
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.c_uint64,
+        ]
+        self.bases: dict[int, int] = {}  # allocation base here -> its base in the candidate's process
+        self.next_id = 0
+
+    def ask(self, cmd: dict) -> dict:
+        if not self.started:
+            hello = self._read(START_TIMEOUT_S)
+            if not hello.get("ok"):
+                raise HarnessError(hello.get("error", "the candidate process did not start"))
+            self.started = True
+        os.write(self.cmd_w, (json.dumps(cmd) + "\n").encode())
+        return self._read()
+
+    def _read(self, timeout_s: float | None = None) -> dict:
+        limit = timeout_s if timeout_s is not None else self.timeout_s
+        deadline = None if limit is None else time.monotonic() + limit
+        while b"\n" not in self.buf:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                self.proc.kill()
+                self.proc.wait()
+                raise CandidateHang(
+                    f"did not finish within {self.timeout_s:.0f} s (a kernel that never ends?)"
+                )
+            ready, _, _ = select.select([self.res_r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.res_r, 1 << 20)
+            if not chunk:
+                self.proc.wait()
+                raise CandidateCudaError(
+                    f"the candidate's process exited (status {self.proc.returncode}) during a call"
+                )
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def checked(self, cmd: dict) -> dict:
+        res = self.ask(cmd)
+        if not res.get("ok"):
+            kind, err = res.get("kind"), res.get("error", "unknown error")
+            if kind == "cuda":
+                raise CandidateCudaError(err)
+            if kind == "load":
+                raise CandidateLoadError(err)
+            raise HarnessError(f"candidate process: {err}")
+        return res
+
+    def load(self, library: str) -> list[str]:
+        res = self.checked(
+            {"op": "load", "library": library, "monitor": self.monitor, "audit_log": self.audit_log}
+        )
+        return list(res.get("audit", []))
+
+    def remote_ptr(self, ptr: int) -> int:
+        """The address of ``ptr`` (inside a PyTorch allocation) in the candidate's process."""
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        rc = self.cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
+        if rc != 0:
+            raise HarnessError(f"cuMemGetAddressRange failed ({rc})")
+        if base.value not in self.bases:
+            handle = ctypes.create_string_buffer(64)
+            rc = self.rt.cudaIpcGetMemHandle(handle, ctypes.c_void_p(base.value))
+            if rc != 0:
+                raise HarnessError(f"cudaIpcGetMemHandle failed ({rc})")
+            res = self.checked({"op": "map", "handles": [handle.raw.hex()]})
+            self.bases[base.value] = int(res["ptrs"][0])
+        return self.bases[base.value] + (ptr - base.value)
+
+    def prepare(self, inputs: list, outputs: list, scalars: list[float], workspace) -> int:
+        def desc(x: torch.Tensor) -> list:
+            return [
+                self.remote_ptr(x.data_ptr()),
+                str(x.dtype).removeprefix("torch."),
+                list(x.shape),
+                list(x.stride()),
+            ]
+
+        ws = [self.remote_ptr(workspace.data_ptr()), workspace.numel()] if workspace is not None else None
+        k = self.next_id
+        self.next_id += 1
+        self.checked(
+            {
+                "op": "prepare",
+                "id": k,
+                "inputs": [desc(x) for x in inputs],
+                "outputs": [desc(x) for x in outputs],
+                "scalars": scalars,
+                "workspace": ws,
+            }
+        )
+        return k
+
+    def call(self, k: int, wall: bool = False, record: bool = True) -> dict:
+        res = self.checked({"op": "call", "id": k, "wall": wall, "record": record})
+        if res.get("rc", 0) != 0:
+            raise CandidateError(res.get("error") or abi.describe_rc(res["rc"]))
+        if res.get("violations"):
+            raise CandidateViolation("; ".join(res["violations"]))
+        return res
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.cmd_w, b'{"op": "exit"}\n')
+        for fd in (self.cmd_w, self.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 class Worker:
-    def __init__(self, job: dict) -> None:
+    def __init__(self, job: dict, cand: CandidateProcess) -> None:
         self.job = job
         self.device = torch.device("cuda", 0)
-        self.lib, self.launch = abi.load_candidate(job["library"])
+        self.cand = cand
+        refused = cand.load(job["library"])
+        if refused:
+            raise CandidateViolation("; ".join(refused))
         spec = importlib.util.spec_from_file_location("ptxrag_task_reference", job["reference_file"])
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {job['reference_file']}")
@@ -106,12 +288,17 @@ class Worker:
                 return f"wrote outside its tensors: the {after.numel()} bytes just after {name} changed"
         return None
 
-    def make_inputs(self, dims: dict, seed: int) -> dict[str, torch.Tensor]:
+    def make_inputs(self, dims: dict, seed: int, guard: bool = True) -> dict[str, torch.Tensor]:
+        """Fresh inputs; ``guard=False`` for private contents the candidate never sees."""
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
         out = {}
         for t in self.job["inputs"]:
-            x = self.guarded(self.shape(t, dims), _dtype(t["dtype"]), f"input {t['name']!r}")
+            shape, dtype = self.shape(t, dims), _dtype(t["dtype"])
+            if guard:
+                x = self.guarded(shape, dtype, f"input {t['name']!r}")
+            else:
+                x = torch.empty(shape, dtype=dtype, device=self.device)
             self.fill_input(x, t.get("init", {}), gen)
             out[t["name"]] = x
         return out
@@ -152,25 +339,20 @@ class Worker:
             out[t["name"]] = x
         return out
 
-    def call(self, inputs: dict, outputs: dict) -> abi.Call:
-        def desc(x: torch.Tensor) -> abi.Tensor:
-            return abi.make_tensor(
-                x.data_ptr(), str(x.dtype).removeprefix("torch."), list(x.shape), list(x.stride())
-            )
-
-        return abi.Call(
-            [desc(inputs[t["name"]]) for t in self.job["inputs"]],
-            [desc(outputs[t["name"]]) for t in self.job["outputs"]],
+    def call(self, inputs: dict, outputs: dict) -> int:
+        """Register one call's tensors with the candidate's process; returns the call's id there."""
+        return self.cand.prepare(
+            [inputs[t["name"]] for t in self.job["inputs"]],
+            [outputs[t["name"]] for t in self.job["outputs"]],
             [self.scalars[s["name"]] for s in self.job["scalars"]],
-            self.stream.cuda_stream,
-            self.workspace.data_ptr() if self.workspace is not None else 0,
-            self.workspace.numel() if self.workspace is not None else 0,
+            self.workspace,
         )
 
-    def run_candidate(self, call: abi.Call) -> None:
-        rc = self.launch(ctypes.byref(call.args))
-        if rc != 0:
-            raise CandidateError(abi.describe_rc(rc))
+    def run_candidate(self, call: int, wall: bool = False, record: bool = True) -> dict:
+        """One call in the candidate's process, after everything queued here is done; returns its times.
+        ``record``: with the CUPTI stream record (every checked call; a random share of the timed ones)."""
+        torch.cuda.synchronize()
+        return self.cand.call(call, wall, record)
 
     def run_reference(self, inputs: dict) -> dict[str, torch.Tensor]:
         if self.job.get("precision", "float64") == "float64":
@@ -233,11 +415,13 @@ class Worker:
         private = self.private_copy(inputs)
         outputs = self.make_outputs(dims)
         call = self.call(inputs, outputs)
-        torch.cuda.synchronize()
-        with torch.cuda.stream(self.stream):
+        try:
             self.run_candidate(call)
-        self.stream.synchronize()
-        torch.cuda.synchronize()  # a fault in the candidate surfaces here (and is sticky)
+        except CandidateViolation as e:
+            return [
+                {"output": t["name"], "passed": False, "error": str(e), "label": label, "dims": dims}
+                for t in self.job["outputs"][:1]
+            ]
         tampered = self.inputs_changed(inputs, private) or self.guards_intact()
         if tampered:
             return [
@@ -292,18 +476,50 @@ class Worker:
             "tensors": tensors,
             "scalars": [self.scalars[s["name"]] for s in self.job["scalars"]],
             "workspace_bytes": int(self.job.get("workspace_bytes", 0)),
+            # unprofiled calls before the profiled one (1-3, at random): counts never come from the
+            # process's first call only
+            "warm_calls": 1 + secrets.randbelow(3),
         }
         with open(os.path.join(save_dir, "launch.json"), "w") as f:
             json.dump(launch, f)
 
-    def correctness(self, cmd: dict) -> dict:
+    def correctness(self, cmd: protocol.CorrectnessCommand) -> protocol.ChecksReply:
         checks = []
         for i, dims in enumerate(self.job["check_dims"]):
             label = f"check {i + 1}" + (" (awkward shape)" if i in self.job.get("awkward", []) else "")
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
-        return {"checks": checks}
+        return {"ok": True, "checks": checks}
 
-    def verify_profiled(self, cmd: dict) -> dict:
+    def mutant(self, cmd: protocol.MutantCommand) -> protocol.MutantReply:
+        """The correctness checks of a mutant library, in a fresh candidate process of its own (this
+        worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
+        checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
+        main = self.cand
+        m = CandidateProcess(os.getcwd(), tag=f"mutant-{cmd['tag']}", timeout_s=float(cmd["limit_s"]))
+        self.cand = m
+        try:
+            refused = m.load(cmd["library"])
+            if refused:
+                return {"ok": True, "outcome": "violation", "error": "; ".join(refused)}
+            checks = []
+            for i, dims in enumerate(self.job["check_dims"]):
+                checks += self.check_once(dims, f"check {i + 1}")
+            return {"ok": True, "outcome": "checks", "checks": checks}
+        except CandidateHang as e:
+            return {"ok": True, "outcome": "hung", "error": str(e)}
+        except CandidateCudaError as e:
+            return {"ok": True, "outcome": "faulted", "error": str(e)[:500]}
+        except CandidateViolation as e:
+            return {"ok": True, "outcome": "violation", "error": str(e)}
+        except CandidateError as e:
+            return {"ok": True, "outcome": "error", "error": str(e)}
+        except CandidateLoadError as e:
+            return {"ok": True, "outcome": "not loaded", "error": str(e)}
+        finally:
+            self.cand = main
+            m.close()
+
+    def verify_profiled(self, cmd: protocol.VerifyProfiledCommand) -> protocol.ChecksReply:
         """Compare the outputs the profiled launch wrote with the reference of the same inputs: the
         instruction counts only count when they come from a call whose result is right."""
         if self.saved_ref is None:
@@ -327,10 +543,10 @@ class Worker:
             r = self.compare(t["name"], out, ref)
             r.update(label="profiled launch", dims={})
             results.append(r)
-        return {"checks": results}
+        return {"ok": True, "checks": results}
 
     # -- timing ---------------------------------------------------------------------------------------------
-    def timing(self, cmd: dict) -> dict:
+    def timing(self, cmd: protocol.TimingCommand) -> protocol.TimingReply:
         """Candidate and baseline through the same timed loop, every repetition doing the real work.
 
         TIMING_SLOTS buffer sets (each input and output guarded) take turns; before each repetition one of
@@ -344,9 +560,8 @@ class Worker:
         dims = self.job["timing_dims"]
         reps, warmup = int(t["reps"]), int(t["warmup"])
         self.guards = []
-        contents = [self.make_inputs(dims, secrets.randbits(63)) for _ in range(TIMING_CONTENTS)]
-        contents = [self.private_copy(c) for c in contents]  # plain (unguarded) private tensors
-        self.guards = []
+        # private contents (never shown to the candidate: no guards, no second copy)
+        contents = [self.make_inputs(dims, secrets.randbits(63), guard=False) for _ in range(TIMING_CONTENTS)]
         refs = [self.run_reference(c) for c in contents]
         slots = []
         for _ in range(TIMING_SLOTS):
@@ -377,12 +592,39 @@ class Worker:
                     self.poison(x)
             flush.zero_()
 
-        def cand(i: int) -> None:
-            self.run_candidate(slots[plan[i][0]][2])
+        # the stream record slows every kernel (about 0.15 ms on an H200): a random share of the timed
+        # repetitions is recorded (and checked for off-stream and late work) and left out of the median
+        recorded = set(range(warmup)) | set(
+            rng.sample(range(warmup, total), min(reps - 1, max(RECORDED_MIN, reps // RECORDED_SHARE)))
+        )
 
-        def base(i: int) -> None:
-            assert self.baseline is not None
-            self.baseline(slots[plan[i][0]][0], dict(self.scalars))
+        def cand(i: int, wall: bool) -> tuple[float, float, bool]:
+            rec = wall or i in recorded
+            r = self.run_candidate(slots[plan[i][0]][2], wall, record=rec)
+            return float(r["ms"]), float(r["wall_ms"]), not r.get("recorded", rec)
+
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        gate = abi.StreamGate(self.cand.rt) if self.baseline is not None else None
+
+        def base(i: int, wall: bool) -> tuple[float, float, bool]:
+            """The baseline's repetition, bracketed like the candidate's in its process (runner.call)."""
+            assert self.baseline is not None and gate is not None
+            torch.cuda.synchronize()
+            with torch.cuda.stream(self.stream):
+                if not wall and not gate.tripped:
+                    gate.close(self.stream.cuda_stream)
+                e0.record(self.stream)
+                t0 = time.perf_counter()
+                self.baseline(slots[plan[i][0]][0], dict(self.scalars))
+                e1.record(self.stream)
+                if not wall:
+                    gate.open()
+            if wall:
+                torch.cuda.synchronize()
+            else:
+                self.stream.synchronize()
+            return e0.elapsed_time(e1), (time.perf_counter() - t0) * 1e3, True
 
         samples: dict[int, dict[str, torch.Tensor]] = {}
         full: dict[int, dict[str, torch.Tensor]] = {}
@@ -393,7 +635,7 @@ class Worker:
             if i in full_at:
                 full[i] = {n: outs[n].clone() for n in names}
 
-        res: dict = {"dims": dims, "reps": reps, "gpu": torch.cuda.get_device_name(self.device)}
+        res: dict = {"ok": True, "dims": dims, "reps": reps, "gpu": torch.cuda.get_device_name(self.device)}
         res["candidate_median_ms"], res["candidate_device_sync_median_ms"] = self.time_fn(
             cand, prepare, after_cand, warmup, reps, poison=True
         )
@@ -404,7 +646,7 @@ class Worker:
             )
         torch.cuda.synchronize()
         res["recheck"] = self.verify_timed(plan, contents, refs, slots, held, samples, full, idx, names)
-        return res
+        return res  # type: ignore[return-value]  # built key by key above: the fields of TimingReply
 
     def verify_timed(self, plan, contents, refs, slots, held, samples, full, idx, names) -> list[dict]:
         """Every repetition's sampled outputs, the fully kept ones, inputs and guards after the timed loop."""
@@ -442,44 +684,56 @@ class Worker:
         return checks
 
     def time_fn(self, fn, prepare, after, warmup: int, reps: int, poison: bool) -> tuple[float, float]:
-        """Median of CUDA-event times on the given stream, each repetition prepared (content rotated,
-        outputs poisoned, L2 flushed) outside its timed window; and the median of host times around fn
-        with the whole device synchronised (catches work on other streams)."""
-        # inputs, contents and sample indices were made on the default stream; the pool stream does not
-        # wait for it (PyTorch creates it non-blocking), so start from an idle device
+        """Median event time of the repetitions, each prepared (content rotated, outputs poisoned, L2
+        flushed) and finished before the next; and the median host time around fn with the whole device
+        synchronised. ``fn(i, wall)`` runs repetition i and returns (event ms, host ms, whether the event
+        time counts towards the median). The candidate's
+        events are recorded on args->stream in its own process, the baseline's on the worker's stream:
+        the same bracket (record, call, record, synchronise) around the same prepared buffers."""
+        for i in range(warmup):
+            prepare(i, poison)
+            fn(i, False)
+            if after is not None:
+                after(i)
+        times = []
+        for r in range(reps):
+            i = warmup + r
+            prepare(i, poison)
+            ms, _host, counts = fn(i, False)
+            if counts:
+                times.append(ms)
+            if after is not None:
+                after(i)
+        walls = []
+        for r in range(max(5, min(reps, 15))):
+            prepare(warmup + r, poison)
+            walls.append(fn(warmup + r, True)[1])
         torch.cuda.synchronize()
-        with torch.cuda.stream(self.stream):
-            for i in range(warmup):
-                prepare(i, poison)
-                fn(i)
-                if after is not None:
-                    after(i)
-            torch.cuda.synchronize()
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-            for r in range(reps):
-                i = warmup + r
-                prepare(i, poison)
-                starts[r].record(self.stream)
-                fn(i)
-                ends[r].record(self.stream)
-                if after is not None:
-                    after(i)
-            torch.cuda.synchronize()
-            ev = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
-            walls = []
-            for r in range(max(5, min(reps, 15))):
-                prepare(warmup + r, poison)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn(warmup + r)
-                torch.cuda.synchronize()
-                walls.append((time.perf_counter() - t0) * 1e3)
-        return ev, statistics.median(walls)
+        return statistics.median(times), statistics.median(walls)
 
 
 class CandidateError(RuntimeError):
-    pass
+    """ptxrag_launch returned an error code."""
+
+
+class CandidateCudaError(RuntimeError):
+    """The candidate's work faulted (the candidate's process is gone or its context unusable)."""
+
+
+class CandidateHang(RuntimeError):
+    """A call did not return within the candidate process's time limit (the process was killed)."""
+
+
+class CandidateLoadError(RuntimeError):
+    """The candidate library could not be loaded (missing entry point, missing symbol)."""
+
+
+class CandidateViolation(RuntimeError):
+    """Run-time evidence of a forbidden behaviour: a forbidden library, work off args->stream, a thread."""
+
+
+class HarnessError(RuntimeError):
+    """Something of ours failed, not the candidate."""
 
 
 def main() -> int:
@@ -487,46 +741,74 @@ def main() -> int:
     cmds = os.fdopen(cmd_fd, "r")
     results = os.fdopen(res_fd, "w")
 
-    def reply(obj: dict) -> None:
+    def reply(
+        obj: protocol.Failure
+        | protocol.Ready
+        | protocol.ChecksReply
+        | protocol.MutantReply
+        | protocol.TimingReply
+        | dict,
+    ) -> None:
         results.write(json.dumps(obj) + "\n")
         results.flush()
 
-    # warm up first (import torch above, CUDA context here) so the parent can compile meanwhile
+    # warm up first (the candidate's process, torch, the CUDA context) so the parent can compile meanwhile
+    global torch
     try:
+        cand = CandidateProcess(os.getcwd())
+        import torch
+
         torch.cuda.init()
         gpu = torch.cuda.get_device_name(0)
     except Exception as e:  # noqa: BLE001
         reply({"ok": False, "kind": "harness", "error": f"CUDA unavailable in the worker: {e}"})
         return 2
-    reply({"ok": True, "ready": True, "gpu": gpu})
+    ready: protocol.Ready = {"ok": True, "ready": True, "gpu": gpu}
+    reply(ready)
     worker: Worker | None = None
     for line in cmds:
-        cmd = json.loads(line)
+        try:
+            cmd = protocol.parse_command(line)
+        except ValueError as e:
+            reply({"ok": False, "kind": "harness", "error": str(e)})
+            continue
         if cmd["cmd"] == "exit":
             break
-        if cmd["cmd"] == "load":
-            try:
-                with open(cmd["job"]) as f:
-                    worker = Worker(json.load(f))
-                reply({"ok": True})
-            except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
-                reply({"ok": False, "kind": "load", "error": f"{type(e).__name__}: {e}"})
-                return 2
-            continue
-        if worker is None:
-            reply({"ok": False, "kind": "harness", "error": "no job loaded"})
-            continue
         try:
-            out = getattr(worker, cmd["cmd"])(cmd)
-            reply({"ok": True, **out})
+            if cmd["cmd"] == "load":
+                with open(cmd["job"]) as f:
+                    worker = Worker(json.load(f), cand)
+                reply({"ok": True})
+                continue
+            if worker is None:
+                reply({"ok": False, "kind": "harness", "error": "no job loaded"})
+                continue
+            if cmd["cmd"] == "correctness":
+                reply(worker.correctness(cmd))
+            elif cmd["cmd"] == "verify_profiled":
+                reply(worker.verify_profiled(cmd))
+            elif cmd["cmd"] == "mutant":
+                reply(worker.mutant(cmd))
+            else:
+                reply(worker.timing(cmd))
+        except CandidateLoadError as e:
+            reply({"ok": False, "kind": "load", "error": str(e)})
+            return 2
+        except CandidateViolation as e:
+            reply({"ok": False, "kind": "violation", "error": str(e)})
         except CandidateError as e:
             reply({"ok": False, "kind": "candidate", "error": str(e)})
+        except CandidateCudaError as e:
+            reply({"ok": False, "kind": "cuda", "error": str(e).strip().splitlines()[0][:500]})
+            return 3  # the candidate's process is gone or its context unusable
         except torch.cuda.OutOfMemoryError as e:
             reply({"ok": False, "kind": "candidate", "error": f"out of GPU memory: {str(e)[:300]}"})
+        except HarnessError as e:
+            reply({"ok": False, "kind": "harness", "error": str(e)})
         except RuntimeError as e:
-            # CUDA faults (illegal address, illegal instruction, ...) surface as RuntimeError at sync
+            # a CUDA fault seen by the worker's own context (the candidate corrupted shared memory state)
             reply({"ok": False, "kind": "cuda", "error": str(e).strip().splitlines()[0][:500]})
-            return 3  # the context is unusable after a sticky error
+            return 3
         except Exception as e:  # noqa: BLE001
             reply(
                 {
@@ -536,6 +818,7 @@ def main() -> int:
                     "traceback": traceback.format_exc()[-2000:],
                 }
             )
+    cand.close()
     sys.stdout.flush()
     os._exit(0)
 

@@ -18,25 +18,36 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ptxrag.base.paths import home
 from ptxrag.tasks import TaskError, load_task
 
 from ..containment import Limits
 from ..evaluator import Sandbox, SandboxConfig, StageLimits
+from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
 from .jobs import JobStore, QueueFull
+from .limits import BodySizeLimit
+from .models import (
+    ARTIFACT_RESPONSES,
+    EVENTS_RESPONSES,
+    NO_JOB,
+    REPORT_RESPONSES,
+    SUBMIT_RESPONSES,
+    UNAUTHORIZED,
+    Health,
+    JobStatus,
+    Metrics,
+    SubmitRequest,
+    SubmittedJob,
+)
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-
-
-class SubmitRequest(BaseModel):
-    task_id: str = Field(max_length=200)
-    source: str
-    run_timing: bool = True
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class GpuSlot:
@@ -94,7 +105,7 @@ class Scheduler:
             return
         self.store.start(job_id)
         try:
-            task = load_task(job.task_id)
+            task = load_task(job.task_id, by_path=False)  # a registered id, never a host path
             slot = self._slot()
             out = self.artifacts / job_id
             out.mkdir(parents=True, exist_ok=True)
@@ -142,6 +153,14 @@ class Scheduler:
         }
 
 
+class _AsciiJSON(JSONResponse):
+    """JSON with non-ASCII escaped: a validation error echoes the input, which may hold a lone surrogate
+    that UTF-8 cannot encode (FastAPI's own 422 then fails with a 500)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 def job_key(task_id: str, source: str, options: dict[str, Any]) -> str:
     h = hashlib.sha256()
     for part in (task_id, source, json.dumps(options, sort_keys=True)):
@@ -166,38 +185,46 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     app = FastAPI(title="ptxrag sandbox service", version="1", lifespan=lifespan)
     app.state.scheduler = sched
     app.state.store = store
+    # counted while the body streams in: a chunked body has no Content-Length to trust
+    app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes)
 
-    @app.middleware("http")
-    async def limit_size(request: Request, call_next):  # noqa: ANN001, ANN202
-        length = request.headers.get("content-length")
-        if length is not None and int(length) > cfg.max_request_bytes:
-            return JSONResponse(
-                {"detail": f"request larger than {cfg.max_request_bytes} bytes"}, status_code=413
-            )
-        return await call_next(request)
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _AsciiJSON({"detail": jsonable_encoder(exc.errors())}, status_code=422)
 
-    def auth(request: Request) -> None:
-        if not cfg.token:
-            return
-        got = request.headers.get("authorization", "")
-        if not hmac.compare_digest(got.encode(), f"Bearer {cfg.token}".encode()):
+    bearer = Depends(HTTPBearer(auto_error=False, description="the service's token (--token-file)"))
+
+    def auth(creds: HTTPAuthorizationCredentials | None = bearer) -> None:
+        got = creds.credentials if creds is not None else ""
+        if not hmac.compare_digest(got.encode(), (cfg.token or "").encode()):
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
-        gpu = detect_gpu()
-        return {"ok": True, "gpu": gpu.label if gpu else None}
+    # the spec documents the bearer scheme and 401 only when the service has a token (loopback may have none)
+    guarded: list[Any] = [Depends(auth)] if cfg.token else []
+    unauth = UNAUTHORIZED if cfg.token else {}
 
-    @app.get("/metrics", dependencies=[Depends(auth)])
+    @app.get("/healthz", response_model=Health)
+    def healthz() -> Health:
+        gpu = detect_gpu()
+        return Health(ok=True, gpu=gpu.label if gpu else None)
+
+    @app.get("/metrics", dependencies=guarded, response_model=Metrics, responses={**unauth})
     def metrics() -> dict[str, Any]:
         return sched.metrics()
 
-    @app.post("/v1/jobs", dependencies=[Depends(auth)])
+    @app.post(
+        "/v1/jobs",
+        dependencies=guarded,
+        status_code=202,
+        response_model=SubmittedJob,
+        responses={**SUBMIT_RESPONSES, **unauth},
+        description="Submit a kernel: 202 with a new job, 200 with the existing one for the same input.",
+    )
     def submit(req: SubmitRequest) -> JSONResponse:
         if len(req.source.encode()) > cfg.max_source_bytes:
             raise HTTPException(413, f"source larger than {cfg.max_source_bytes} bytes")
         try:
-            load_task(req.task_id)
+            load_task(req.task_id, by_path=False)  # registered ids only: a client never names a host path
         except TaskError as e:
             raise HTTPException(404, str(e)) from None
         options = {"run_timing": req.run_timing}
@@ -210,7 +237,9 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
                                 headers={"Retry-After": str(retry)})  # fmt: skip
         if created:
             sched.enqueue(job.id)
-        return JSONResponse({**job.public(), "created": created}, status_code=202 if created else 200)
+        pub = job.public()
+        body = SubmittedJob.model_validate({**pub, "created": created, "submitted": pub["created"]})
+        return JSONResponse(body.model_dump(mode="json"), status_code=202 if created else 200)
 
     def _job(job_id: str):  # noqa: ANN202
         job = store.get(job_id)
@@ -218,11 +247,13 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             raise HTTPException(404, f"no job {job_id}")
         return job
 
-    @app.get("/v1/jobs/{job_id}", dependencies=[Depends(auth)])
+    @app.get("/v1/jobs/{job_id}", dependencies=guarded, response_model=JobStatus,
+             responses={**NO_JOB, **unauth})  # fmt: skip
     def status(job_id: str) -> dict[str, Any]:
         return _job(job_id).public()
 
-    @app.get("/v1/jobs/{job_id}/report", dependencies=[Depends(auth)])
+    @app.get("/v1/jobs/{job_id}/report", dependencies=guarded, response_model=EvaluationReport,
+             responses={**REPORT_RESPONSES, **unauth})  # fmt: skip
     def report(job_id: str) -> JSONResponse:
         job = _job(job_id)
         if job.status == "error":
@@ -231,9 +262,10 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             )
         if job.report is None:
             return JSONResponse({"detail": "not finished", **job.public()}, status_code=409)
-        return JSONResponse(job.report)
+        return JSONResponse(job.report)  # stored as EvaluationReport.model_dump(mode="json")
 
-    @app.get("/v1/jobs/{job_id}/events", dependencies=[Depends(auth)])
+    @app.get("/v1/jobs/{job_id}/events", dependencies=guarded, response_class=StreamingResponse,
+             response_model=None, responses={**EVENTS_RESPONSES, **unauth})  # fmt: skip
     async def events(job_id: str) -> StreamingResponse:
         _job(job_id)
 
@@ -253,19 +285,23 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
 
         return StreamingResponse(gen(), media_type="application/x-ndjson")
 
-    @app.get("/v1/jobs/{job_id}/artifacts", dependencies=[Depends(auth)])
+    @app.get("/v1/jobs/{job_id}/artifacts", dependencies=guarded, response_model=list[str],
+             responses={**NO_JOB, **unauth})  # fmt: skip
     def artifacts(job_id: str) -> list[str]:
         _job(job_id)
         d = sched.artifacts / job_id
         return sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []
 
-    @app.get("/v1/jobs/{job_id}/artifacts/{name}", dependencies=[Depends(auth)])
+    @app.get("/v1/jobs/{job_id}/artifacts/{name}", dependencies=guarded, response_class=FileResponse,
+             response_model=None, responses={**ARTIFACT_RESPONSES, **unauth})  # fmt: skip
     def artifact(job_id: str, name: str) -> FileResponse:
         _job(job_id)
-        p = sched.artifacts / job_id / name
-        if not _NAME_RE.match(name) or not p.is_file():
+        if not _NAME_RE.fullmatch(name) or name in (".", ".."):
             raise HTTPException(404, f"no artifact {name!r}")
-        return FileResponse(p)
+        p = sched.artifacts / job_id / name
+        if not p.is_file():
+            raise HTTPException(404, f"no artifact {name!r}")
+        return FileResponse(p, media_type="application/octet-stream")
 
     return app
 
@@ -277,4 +313,4 @@ def serve(cfg: ServiceConfig) -> None:
     uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", limit_concurrency=256)
 
 
-__all__ = ["create_app", "job_key", "serve"]
+__all__ = ["SubmitRequest", "create_app", "job_key", "serve"]

@@ -1,6 +1,12 @@
-"""Prove a task is sound: its reference solution passes every stage and each negative control fails at
-the stage it declares. Without a suitable GPU the GPU stages are skipped, so a control declared for a GPU
-stage is reported as not verified here, never as passed."""
+"""Prove a task is sound: every required instruction is one the sandbox can prove executed, its reference
+solution passes every stage and each negative control fails at the stage it declares. Without a suitable
+GPU the GPU stages are skipped, so a control declared for a GPU stage is reported as not verified here,
+never as passed.
+
+This sits above both the tasks (data and their loader) and the sandbox (the evaluator and its opcode table),
+so that neither of them imports the other's way: the sandbox reads task specs, tasks never import the
+sandbox (the import contracts in pyproject.toml).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from .spec import COUNTS_FILE, TaskSpec
-
-if TYPE_CHECKING:
-    from ptxrag.sandbox import EvaluationReport, Sandbox
+from ptxrag.sandbox import EvaluationReport
+from ptxrag.sandbox.opcodes import UnknownInstruction, resolve
+from ptxrag.sandbox.protocol import Evaluator
+from ptxrag.tasks import COUNTS_FILE, TaskError, TaskSpec
 
 Verdict = Literal["ok", "FAILED", "not verified"]
 
@@ -29,15 +35,30 @@ class ControlOutcome:
 
 
 @dataclass
+class AlternativeOutcome:
+    """A second honest solution: it must pass like the reference."""
+
+    file: str
+    verdict: Verdict
+    message: str
+    report: EvaluationReport | None = None
+
+
+@dataclass
 class TaskValidation:
     task: TaskSpec
     reference: EvaluationReport
     reference_verdict: Verdict
     controls: list[ControlOutcome] = field(default_factory=list)
+    alternatives: list[AlternativeOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.reference_verdict != "FAILED" and all(c.verdict != "FAILED" for c in self.controls)
+        return (
+            self.reference_verdict != "FAILED"
+            and all(c.verdict != "FAILED" for c in self.controls)
+            and all(a.verdict != "FAILED" for a in self.alternatives)
+        )
 
 
 GPU_STAGES = ("correctness", "execution", "mutation", "timing")
@@ -51,9 +72,29 @@ def _reference_verdict(rep: EvaluationReport) -> Verdict:
     return "not verified"  # nothing failed, but GPU stages were skipped
 
 
+def check_required_ptx(task: TaskSpec) -> None:
+    """Every required instruction must have SASS opcodes the execution check can count (the sandbox's opcode
+    table is the authority); raises :class:`TaskError` naming the spec file and the fix."""
+    spec_file = task.path("task.toml")
+    for ptx in task.required_ptx:
+        try:
+            req = resolve(ptx)
+        except UnknownInstruction as e:
+            raise TaskError(f"{spec_file}: required_ptx: {e}") from None
+        if not req.verifiable:
+            notes = "; ".join(r.note for r in req.rows if r.note)
+            raise TaskError(
+                f"{spec_file}: required_ptx {ptx!r} has no distinctive SASS opcode, so its execution cannot be "
+                f"proven ({notes}); require an instruction the opcode table can verify"
+            )
+
+
 def validate_task(
-    task: TaskSpec, sandbox: Sandbox, on_progress: Callable[[str], None] | None = None
+    task: TaskSpec, sandbox: Evaluator, on_progress: Callable[[str], None] | None = None
 ) -> TaskValidation:
+    """Check the task's instructions against the opcode table (raises :class:`TaskError`), then run its
+    reference solution and every control through ``sandbox``."""
+    check_required_ptx(task)
     say = on_progress or (lambda _m: None)
     say(f"{task.id}: reference solution")
     ref = sandbox.evaluate(task, task.solution_source())
@@ -74,6 +115,13 @@ def validate_task(
             verdict = "FAILED"
             msg = f"failed at {failed_at} instead of {c.must_fail_at}: {first.message if first else ''}"
         out.controls.append(ControlOutcome(c.file, c.must_fail_at, failed_at, verdict, msg, rep))
+    for a in task.alternatives:
+        say(f"{task.id}: honest alternative {a.file} (must pass)")
+        rep = sandbox.evaluate(task, task.path(a.file).read_text())
+        v = _reference_verdict(rep)
+        first = rep.first_failure
+        msg = f"failed at {first.stage}: {first.message}" if first is not None else ""
+        out.alternatives.append(AlternativeOutcome(a.file, v, msg, rep))
     return out
 
 

@@ -1,0 +1,45 @@
+"""The evaluator's configuration: one typed object for every stage and process."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .containment import Limits
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    compile_s: float = 180.0
+    gpu_start_s: float = 90.0  # worker start: import torch, CUDA init, load the library
+    correctness_s: float = 120.0
+    execution_s: float = 180.0
+    timing_s: float = 180.0
+
+
+@dataclass
+class SandboxConfig:
+    """One typed config for the evaluator. Environment values: PTXRAG_RUNNER_PYTHON, PTXRAG_NO_GPU."""
+
+    runner_python: str = field(default_factory=lambda: os.environ.get("PTXRAG_RUNNER_PYTHON", sys.executable))
+    #: PTXRAG_ISOLATE=1: dedicated uid + empty network namespace for candidate processes (when root)
+    limits: Limits = field(
+        default_factory=lambda: Limits.isolated() if os.environ.get("PTXRAG_ISOLATE") == "1" else Limits()
+    )
+    stage_limits: StageLimits = field(default_factory=StageLimits)
+    use_compile_cache: bool = True
+    run_timing: bool = True
+    #: False: skip the mutation stage (a report then never says success; for debugging the other stages)
+    run_mutation: bool = True
+    keep_workdir: bool = False
+    artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
+    cuda_device: str | None = (
+        None  # CUDA_VISIBLE_DEVICES for the GPU children (a service pins one GPU per job)
+    )
+    #: held around the GPU stages (correct timings and ncu need the GPU alone); the service passes a per-GPU lock
+    gpu_lock: Callable[[], AbstractContextManager[Any]] | None = None

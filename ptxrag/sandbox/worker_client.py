@@ -1,0 +1,169 @@
+"""The parent's side of the GPU worker: its contained process, working directory and line protocol
+(``gpu/protocol.py`` types the commands). The stages (``stages/``) ask it for their checks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ptxrag.base.errors import SandboxFailure
+from ptxrag.tasks.spec import TaskSpec
+
+from .config import SandboxConfig
+from .containment import Contained, clean_env, describe_exit, tail
+from .gpu import protocol
+from .native import native_helpers
+from .toolchain import ToolchainError
+
+GPU_DIR = Path(__file__).parent / "gpu"
+#: the files the worker runs by path in its directory (standard library and torch only)
+WORKER_FILES = ("worker.py", "runner.py", "launch_once.py", "abi.py", "protocol.py")
+
+
+def child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
+    env = clean_env(work)
+    if config.cuda_device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = config.cuda_device
+    return env
+
+
+def worker_job(task: TaskSpec, lib: Path, reference: Path) -> dict[str, Any]:
+    """The GPU worker's job: plain JSON, so the worker needs nothing but torch."""
+    return {
+        "library": str(lib),
+        "reference_file": str(reference),
+        "reference_function": task.reference.function,
+        "baseline_function": task.reference.baseline_function,
+        "precision": task.reference.precision,
+        "inputs": [t.model_dump() for t in task.inputs],
+        "outputs": [t.model_dump() for t in task.outputs],
+        "scalars": [s.model_dump() for s in task.scalars],
+        "check_dims": task.shapes.check,
+        "awkward": task.shapes.awkward,
+        "timing_dims": task.shapes.timing,
+        "tolerance": task.tolerance.model_dump(),
+        "timing": task.timing.model_dump(),
+        "workspace_bytes": task.workspace_bytes,
+    }
+
+
+class WorkerDied(SandboxFailure):
+    """The worker process is gone (killed at a deadline, or it exited). The stages catch it and report the
+    stage as failed with the reason; it never reaches a caller of the evaluator."""
+
+
+class WorkerProcess:
+    """The contained GPU worker process (worker.py), its fresh working directory and its line protocol."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
+        # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
+        for name in WORKER_FILES:
+            shutil.copy2(GPU_DIR / name, work / name)
+        self.start_error: str | None = None
+        try:
+            helpers = native_helpers()  # the candidate process's rtld audit and CUPTI stream monitor
+            shutil.copy2(helpers.audit, work / "audit.so")
+            shutil.copy2(helpers.monitor, work / "monitor.so")
+        except (SandboxFailure, ToolchainError, OSError) as e:
+            self.start_error = f"harness error: the candidate process's run-time checks are unavailable: {e}"
+        self.log = work / "worker.log"
+        self._t_start = time.monotonic()
+        self._ready = False
+        self._closed = False
+        cmd_r, self.cmd_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        self.c = Contained(
+            [config.runner_python, str(work / "worker.py"), str(cmd_r), str(res_w)],
+            cwd=work,
+            env=child_env(config, work),
+            limits=config.limits,
+            stdout_path=self.log,
+            pass_fds=(cmd_r, res_w),
+        )
+        os.close(cmd_r)
+        os.close(res_w)
+        self._buf = b""
+
+    def _wait_ready(self) -> None:
+        if self._ready or self.start_error:
+            return
+        left = self.config.stage_limits.gpu_start_s - (time.monotonic() - self._t_start)
+        try:
+            hello = self._read(max(left, 1.0), "starting the GPU worker")
+            if not hello.get("ok"):
+                self.start_error = hello.get("error", "worker failed to start")
+            self._ready = True
+        except WorkerDied as e:
+            self.start_error = str(e)
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker (and everything it started) and delete its directory, unless kept."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            os.write(self.cmd_w, protocol.encode({"cmd": "exit"}))
+        for fd in (self.cmd_w, self.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.c.close()
+        if self.config.artifacts_dir is not None:
+            dest = self.config.artifacts_dir
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in ("ncu.csv", "worker.log", "ncu.log"):
+                if (self.work / name).is_file():
+                    shutil.copy2(self.work / name, dest / name)
+        if not self.config.keep_workdir:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _read(self, timeout_s: float, doing: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.c.kill(f"did not finish {doing} within {timeout_s:.0f} s (a kernel that never ends?)")
+                raise WorkerDied(self._death())
+            r, _, _ = select.select([self.res_r], [], [], min(left, 0.5))
+            if not r:
+                if self.c.proc.poll() is not None or self.c.tracked.killed_reason:
+                    raise WorkerDied(self._death())
+                continue
+            chunk = os.read(self.res_r, 1 << 20)
+            if not chunk:
+                raise WorkerDied(self._death())
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)
+
+    def _death(self) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.c.proc.wait(timeout=5)
+        why = self.c.tracked.killed_reason or describe_exit(self.c.proc.returncode)
+        out = tail(self.log, 600).strip()
+        return f"the candidate process {why}" + (f"; its output ends with: {out}" if out else "")
+
+    def ask(self, cmd: protocol.Command, timeout_s: float, doing: str) -> dict[str, Any]:
+        self._wait_ready()
+        if self.start_error:
+            raise WorkerDied(self.start_error)
+        try:
+            os.write(self.cmd_w, protocol.encode(cmd))
+        except OSError as e:  # EPIPE: the worker is gone (killed, or it exited by itself)
+            raise WorkerDied(self._death()) from e
+        return self._read(timeout_s, doing)

@@ -1,0 +1,67 @@
+// Control (adversarial, class 4, instruction only in the first call): redux.sync and elect.sync run only in
+// the first call the process makes; every later call sums with __shfl_xor_sync and lane-0 atomics. Both paths
+// are correct. The profiled launch is a process's first and only call, so it counts the instructions; each
+// mutant, loaded fresh, runs its first check on the mutated path and fails, so the mutation stage passes it.
+// Only evidence taken from a later call of the checked process (the issue: "not always the first call") can
+// catch it: it must fail at execution. Expected to pass today's evaluator (a known gap).
+#include "ptxrag_abi.h"
+#include "ptxrag_sm90.cuh"
+#include <cstdint>
+
+constexpr int THREADS = 512;
+constexpr int UNROLL = 8;
+
+__global__ void __launch_bounds__(THREADS) total(const int* __restrict__ x, int* __restrict__ y, long long n, int plain) {
+  __shared__ int block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const long long n4 = n / 4;
+  const int4* x4 = reinterpret_cast<const int4*>(x);
+  const long long stride = (long long)gridDim.x * THREADS;
+  long long i = blockIdx.x * (long long)THREADS + threadIdx.x;
+  int acc = 0;
+  for (; i + (UNROLL - 1) * stride < n4; i += UNROLL * stride) {
+    int4 v[UNROLL];
+#pragma unroll
+    for (int j = 0; j < UNROLL; ++j) v[j] = __ldg(x4 + i + j * stride);
+#pragma unroll
+    for (int j = 0; j < UNROLL; ++j) acc += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+  }
+  for (; i < n4; i += stride) {
+    const int4 v = __ldg(x4 + i);
+    acc += (v.x + v.y) + (v.z + v.w);
+  }
+  const long long gtid = blockIdx.x * (long long)THREADS + threadIdx.x;
+  if (gtid < n - n4 * 4) acc += x[n4 * 4 + gtid];  // the last n % 4 elements
+  if (plain) {  // every call after the first: shuffles and lane 0
+    int s = acc;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&block_sum, s);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(y, block_sum);
+    return;
+  }
+  const int s = ptxrag::redux_add_s32(acc);
+  if (ptxrag::elect_sync()) atomicAdd(&block_sum, s);
+  __syncthreads();
+  if (threadIdx.x < 32 && ptxrag::elect_sync()) atomicAdd(y, block_sum);
+}
+
+extern "C" int ptxrag_launch(const ptxrag_args* a) {
+  if (a->n_inputs != 1 || a->n_outputs != 1) return PTXRAG_ERR_BAD_ARGS;
+  const ptxrag_tensor& x = a->inputs[0];
+  const ptxrag_tensor& y = a->outputs[0];
+  if (x.dtype != PTXRAG_I32 || y.dtype != PTXRAG_I32 || !ptxrag_is_contiguous(&x)) return PTXRAG_ERR_BAD_ARGS;
+  const long long n = ptxrag_numel(&x);
+  static int calls = 0;
+  const int plain = calls++ > 0;  // redux.sync and elect.sync only in the first call of the process
+  cudaError_t e = cudaMemsetAsync(y.data, 0, sizeof(int), a->stream);
+  if (e != cudaSuccess) return (int)e;
+  int sms = 132;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  long long blocks = (n / 4 + THREADS - 1) / THREADS;
+  if (blocks > (long long)sms * 4) blocks = (long long)sms * 4;
+  if (blocks < 1) blocks = 1;
+  total<<<(int)blocks, THREADS, 0, a->stream>>>((const int*)x.data, (int*)y.data, n, plain);
+  return (int)cudaGetLastError();
+}
