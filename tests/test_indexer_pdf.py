@@ -124,6 +124,11 @@ def test_sections_match_the_markdown_they_were_typeset_from(loaded, expected, va
     assert report.instruction_sections >= 20
     assert report.warnings == ()
     assert report.headings_not_found == ()
+    assert report.total_chars == sum(len(p.body) for p in pieces)
+    assert report.largest_section_chars == max(len(p.body) for p in pieces)
+    assert (report.contents_entries == len(expected)) == kw.get("toc", True)
+    summary = report.summary()
+    assert f"{report.sections} sections" in summary and f"{report.total_chars:,} characters" in summary
 
 
 def test_headings_below_the_outline_s_deepest_level_are_found(loaded, expected) -> None:

@@ -91,8 +91,9 @@ class PdfLoadReport:
                 if self.headings_beyond_outline
                 else ""
             )
-            + f", {self.code_blocks} code blocks, "
-            f"{self.running_lines_removed} running header/footer lines removed"
+            + (f", a contents section of {self.contents_entries} entries" if self.contents_entries else "")
+            + f", {self.code_blocks} code blocks, {self.running_lines_removed} running header/footer lines "
+            f"removed, largest section {self.largest_section_chars:,} of {self.total_chars:,} characters"
             + (f"; {len(self.warnings)} warning(s)" if self.warnings else "")
         )
 
