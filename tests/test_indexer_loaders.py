@@ -189,6 +189,7 @@ def test_pdf_sections(tmp_path: Path, outline: bool) -> None:
         "2.2.1",
         "2.2.2",
         "3",
+        "4",
     ]
     by = m.by_number()
     assert by["1.3"].title == "PTX ISA Version 9.1"

@@ -28,6 +28,7 @@ _.report_json  # bench.records.RoundRow / EpisodeRow ...
 _.condition_spec
 _.first_static_round
 _.solved_round
+_.running  # sandbox.service.models.Metrics, the /metrics JSON (once also a local name of the old PDF loader)
 _.finished_at
 _.built_at  # indexer.catalog
 _.added_at  # indexer.library
