@@ -169,3 +169,11 @@ def test_wilson_interval_is_honest_at_small_n():
         wilson_ci(3, 2)
     r = rate([False, False])
     assert r.ci_high is not None and r.ci_high > 0.5  # not the bootstrap's certain [0, 0]
+
+
+def test_nvcc_intermediate_file_names_are_masked_like_paths() -> None:
+    # a contained compile reports ptxas' intermediate file relative to its folder, with a fresh name each time
+    a = "compile error: ptxas tmpxft_00007a89_00000000-6_candidate.ptx, line 12; error : Unknown modifier '.i32'"
+    b = "compile error: ptxas tmpxft_00007a99_00000000-6_candidate.ptx, line 40; error : Unknown modifier '.i32'"
+    assert normalize_reason(a) == normalize_reason(b)
+    assert "tmpxft" not in normalize_reason(a) and "'.i32'" in normalize_reason(a)

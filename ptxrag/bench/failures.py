@@ -14,6 +14,8 @@ from ptxrag.sandbox import EvaluationReport
 
 _QUOTED = re.compile(r"('[^']*'|\"[^\"]*\"|`[^`]*`)")
 _PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?(?:/[\w.+-]+)+/?")
+# nvcc's intermediate files, named relative to the compile's folder when the compile is contained
+_NVCC_TMP = re.compile(r"\btmpxft_[0-9a-fA-F]+_[0-9a-fA-F]+-\d+_[\w.+-]+")
 _LINE = re.compile(r"\bline \d+\b")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
@@ -29,6 +31,7 @@ def _mask(text: str) -> str:
             out.append(part)
             continue
         part = _PATH.sub("<file>", part)
+        part = _NVCC_TMP.sub("<file>", part)
         part = _LINE.sub("line N", part)
         part = _HEX.sub("0xN", part)
         part = _NUMBER.sub("N", part)

@@ -66,8 +66,9 @@ def add_cmd(
         typer.Option("--replace", help="replace an added manual of this version even by a much smaller one"),
     ] = False,
 ) -> None:
-    """Add (or replace) a manual version. It is parsed and checked first; a broken input changes nothing, and
-    a replaced manual is kept until `ptxrag index` has indexed the new one."""
+    """Add (or replace) a manual version.
+
+    It is parsed and checked first; a broken input changes nothing, and a replaced manual is kept until `ptxrag index` has indexed the new one."""
     from ptxrag.indexer import add_manual
     from ptxrag.indexer.library import previous_record
 
@@ -368,8 +369,9 @@ def eval_cmd(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Recall@1/5/10, MRR@10, nDCG@10 of a query file (a subsection of an expected section counts), per
-    category, with contract-rule recall where queries expect a contract; optionally for ablations."""
+    """Score retrieval on a query set: recall@1/5/10, MRR@10, nDCG@10.
+
+    A subsection of an expected section counts as a hit; scores per category, with contract-rule recall where queries expect a contract; optionally for ablations."""
     from ptxrag.indexer import Retriever, evaluate, load_queries
     from ptxrag.indexer.baselines import ABLATION_NAMES, searcher
     from ptxrag.indexer.evaluation import packaged_set, select

@@ -23,8 +23,7 @@ tasks_app = typer.Typer(help="Benchmark tasks: list, show, validate.", no_args_i
 def list_cmd(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the tasks in the search path (PTXRAG_TASKS_PATH, then the bundled suite).
 
-    A task folder that does not load is skipped with a warning on stderr naming the folder and the error;
-    the others are listed and the exit status stays 0 (`tasks validate --all` exits 1 on it)."""
+    A task folder that does not load is skipped with a warning on stderr naming the folder and the error; the others are listed and the exit status stays 0 (`tasks validate --all` exits 1 on it)."""
     from ptxrag.tasks import scan_tasks
 
     scan = scan_tasks()
