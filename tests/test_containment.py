@@ -165,3 +165,28 @@ def test_session_members_follow_descendants_that_leave_the_session(tmp_path):
         kill_tree(p.pid)
         p.wait()
     assert session_members(2**22 + 12345) == set()
+
+
+def test_sweep_kills_what_a_kept_child_started_and_keeps_the_child(tmp_path):
+    # the warm GPU worker between two jobs: everything its candidate left behind (a plain child and one that
+    # left the session) goes, the worker itself stays for the next job
+    from ptxrag.sandbox.containment import Contained, _is_zombie
+
+    code = (
+        "import subprocess, sys, time\n"
+        "a = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "b = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
+        "open('pids', 'w').write(f'{a.pid} {b.pid}')\n"
+        "time.sleep(60)\n"
+    )
+    with Contained([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(tmp_path), limits=Limits(),
+                   stdout_path=tmp_path / "out.log") as c:  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "pids").is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert c.sweep() >= 2
+        time.sleep(0.3)
+        assert c.proc.poll() is None  # the kept child still runs
+        for pid in left:  # gone, or a zombie its (sleeping) parent has not reaped yet
+            assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)

@@ -80,3 +80,53 @@ def test_work_on_a_side_stream_fails_at_the_first_checked_call(sandbox):
     assert rep.correctness.status == "failed"
     assert "another stream than args->stream" in rep.correctness.message
     assert not rep.success
+
+
+BACKGROUND = r"""
+#include "ptxrag_abi.h"
+#include <unistd.h>
+__global__ void k(const int* x, int* y, long long rows, long long cols) {
+  long long r = blockIdx.x; if (r >= rows) return;
+  int s = 0; for (long long c = threadIdx.x; c < cols; c += 32) s += x[r * cols + c];
+  int t; asm volatile("redux.sync.add.s32 %0, %1, 0xffffffff;" : "=r"(t) : "r"(s));
+  if (threadIdx.x == 0) y[r] = t;
+}
+extern "C" int ptxrag_launch(const ptxrag_args* a) {
+  static bool forked = false;
+  if (!forked) { forked = true; if (fork() == 0) { setsid(); execl("/bin/sleep", "sleep", "613", (char*)0); _exit(0); } }
+  long long rows = a->inputs[0].shape[0], cols = a->inputs[0].shape[1];
+  k<<<(unsigned)rows, 32, 0, a->stream>>>((const int*)a->inputs[0].data, (int*)a->outputs[0].data, rows, cols);
+  return 0;
+}
+"""
+
+
+def test_warm_worker_is_kept_between_candidates_and_swept_after_each():
+    # one Sandbox, three candidates: the worker process is reused, a process the second candidate left
+    # behind is gone before the third, and the verdicts equal those of a cold sandbox
+    import os
+
+    with Sandbox(SandboxConfig(stage_limits=StageLimits(correctness_s=20))) as warm:
+        first = warm.evaluate(REDUX, REDUX.solution_source())
+        (w,) = warm._idle
+        pid = w.c.proc.pid
+        second = warm.evaluate(REDUX, BACKGROUND)
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep 613 "]
+        third = warm.evaluate(REDUX, REDUX.solution_source())
+        (w3,) = warm._idle
+        assert w3.c.proc.pid == pid and w3.jobs == 3
+    print(first.feedback(), second.feedback(), third.feedback(), sep="\n--\n")
+    assert first.success and third.success, third.feedback()
+    assert not left  # swept when the second job ended, although the worker stayed
+    with Sandbox(SandboxConfig(keep_worker=False)) as cold:
+        again = cold.evaluate(REDUX, BACKGROUND)
+    stage = lambda r: r.first_failure.stage if r.first_failure else None  # noqa: E731
+    assert (again.success, stage(again)) == (second.success, stage(second))
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -36,6 +36,8 @@ class SandboxConfig:
     run_timing: bool = True
     #: False: skip the mutation stage (a report then never says success; for debugging the other stages)
     run_mutation: bool = True
+    #: keep the GPU worker (PyTorch, CUDA context, baseline timings) warm between evaluations of one Sandbox
+    keep_worker: bool = True
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
     cuda_device: str | None = (

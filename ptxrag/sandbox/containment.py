@@ -300,15 +300,16 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process owned by ``uid`` (the sandbox's own uid: nothing else runs as it). Returns count."""
+def kill_uid(uid: int, keep: frozenset[int] = frozenset()) -> int:
+    """SIGKILL every process owned by ``uid`` (the sandbox's own uid: nothing else runs as it) but ``keep``.
+    Returns count."""
     if uid == 0 or uid == os.geteuid():
         raise ValueError("refusing to kill every process of the service's own uid or root")
     n = 0
     for _ in range(50):
         victims = []
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
+            if entry.name.isdigit() and int(entry.name) not in keep:
                 with contextlib.suppress(OSError):
                     if entry.stat().st_uid == uid and not _is_zombie(int(entry.name)):
                         victims.append(int(entry.name))
@@ -406,6 +407,20 @@ class Contained:
     def kill(self, reason: str) -> None:
         self.tracked.kill_for(reason)
         kill_tree(self.proc.pid, self.tracked.seen)
+
+    def sweep(self) -> int:
+        """SIGKILL everything the child started, keeping the child itself: its session's other members, the
+        descendants that left it, and (with a sandbox uid, as root) every other process of the uid. For a
+        child kept across jobs (the warm GPU worker) between two of them. Returns how many were killed."""
+        keep = frozenset({self.proc.pid})
+        victims = (session_members(self.proc.pid) - keep) - {os.getpid()}
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        n = len(victims)
+        if self.limits.uid is not None and os.geteuid() == 0:
+            n += kill_uid(self.limits.uid, keep)
+        return n
 
     def close(self) -> None:
         self._stop.set()

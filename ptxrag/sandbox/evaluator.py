@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
@@ -51,12 +53,24 @@ __all__ = [
     "reference_counts",
 ]
 
+#: warm GPU workers one Sandbox keeps between evaluations (more only when evaluations run concurrently)
+MAX_IDLE_WORKERS = 2
 #: builds mutants (nvcc, ptxas: CPU work) while the GPU stages of the candidate run
 _MUTANT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ptxrag-mutants")
 
 
+def _close_workers(idle: list[WorkerProcess]) -> None:
+    while idle:
+        idle.pop().close()
+
+
 class Sandbox:
-    """Evaluates candidate kernels: locally, or through the sandbox service with ``Sandbox(url=...)``."""
+    """Evaluates candidate kernels: locally, or through the sandbox service with ``Sandbox(url=...)``.
+
+    The GPU worker (PyTorch, the CUDA context, the baseline's timings) is kept warm between evaluations when
+    ``config.keep_worker`` is set (the default): each candidate still gets fresh candidate processes, fresh
+    inputs and every check. ``close()`` (or ``with Sandbox() as sb:``) stops it; so does garbage collection.
+    """
 
     def __init__(
         self,
@@ -76,6 +90,52 @@ class Sandbox:
             return
         # gpu=True: detect; gpu=None/False: behave as if there were none; GpuInfo: trust the caller
         self._gpu = detect_gpu() if gpu is True else (gpu or None)
+        self._idle: list[WorkerProcess] = []  # warm workers waiting for the next candidate
+        self._idle_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _close_workers, self._idle)
+
+    # -- the warm worker --------------------------------------------------------------------------------
+    def _take_worker(self) -> WorkerProcess:
+        with self._idle_lock:
+            while self._idle:
+                w = self._idle.pop()
+                if w.reusable:
+                    w.begin_job()
+                    return w
+                w.close()
+        w = WorkerProcess(self.config)
+        w.begin_job()
+        return w
+
+    def _release_worker(self, w: WorkerProcess) -> None:
+        """Keep the worker for the next candidate when it is fit (its job's processes swept), else stop it."""
+        if not self.config.keep_worker or not w.end_job():
+            w.close()
+            return
+        with self._idle_lock:
+            if len(self._idle) < MAX_IDLE_WORKERS:
+                self._idle.append(w)
+                return
+        w.close()
+
+    def warm_up(self) -> None:
+        """Start the GPU worker now (PyTorch import, CUDA context), so the first evaluation does not wait."""
+        if self._gpu is None or self._client is not None:
+            return
+        w = WorkerProcess(self.config)
+        w.begin_job()
+        self._release_worker(w)
+
+    def close(self) -> None:
+        """Stop the warm GPU worker(s). The sandbox stays usable: the next evaluation starts a new one."""
+        with self._idle_lock:
+            _close_workers(self._idle)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def gpu(self) -> GpuInfo | None:
@@ -93,8 +153,8 @@ class Sandbox:
         sha = hashlib.sha256(source.encode()).hexdigest()
         stat: StaticResult = skipped("static", "compile did not pass")  # type: ignore[assignment]
         banned = forbidden_hits(source, None, task.forbidden)
-        # the GPU worker imports torch and creates its CUDA context (seconds) while we compile
-        early = None if (banned or self._gpu_unavailable(task)) else WorkerProcess(self.config)
+        # a warm GPU worker, or a new one that imports torch and creates its CUDA context while we compile
+        early = None if (banned or self._gpu_unavailable(task)) else self._take_worker()
         try:
             if banned:
                 # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
@@ -139,7 +199,7 @@ class Sandbox:
                         )
         finally:
             if early is not None:
-                early.close()
+                self._release_worker(early)
         success = (
             all(s.ok for s in (comp, stat, corr, exe))
             and mut.status in ("passed",)
@@ -180,6 +240,7 @@ class Sandbox:
         stage: Callable[[str], None] = lambda _s: None,
         mutants: Future[list[Mutant]] | None = None,
     ) -> tuple[CorrectnessResult, ExecutionResult, MutationResult, TimingResult]:
+        own = worker is None
         w = worker or WorkerProcess(self.config)
         stage("correctness")
         work = w.work
@@ -191,7 +252,7 @@ class Sandbox:
             shutil.copy2(task.path(task.reference.file), ref)
             for p in (lib, ref):
                 p.chmod(0o644)
-            job = worker_job(task, lib, ref)
+            job = worker_job(task, lib, ref, self._baseline_key(task))
             (work / "job.json").write_text(json.dumps(job))
             corr = run_correctness(w, work / "job.json")
             if not corr.ok:
@@ -213,7 +274,7 @@ class Sandbox:
             # each mutant runs in a fresh candidate process of this worker (its inputs and references
             # stay); one that hangs (an mbarrier that never completes) is cut off at a few times the
             # honest time
-            mut = run_mutation(task, mutants, w, limit_s=max(4.0, 3.0 * corr.wall_s))
+            mut = run_mutation(task, mutants, w, limit_s=max(10.0, 3.0 * corr.wall_s))
             if not mut.ok:
                 return corr, exe, mut, skipped("timing", "mutation check did not pass")  # type: ignore[return-value]
             if not self.config.run_timing:
@@ -222,4 +283,21 @@ class Sandbox:
             tim = run_timing(w, task, self._gpu.label if self._gpu else None)
             return corr, exe, mut, tim
         finally:
-            w.close()
+            if own:
+                w.close()
+
+    @staticmethod
+    def _baseline_key(task: TaskSpec) -> str:
+        """What the library's timing depends on: the reference file, its baseline function and the timing
+        shape, dtypes and repetitions. Equal keys share one baseline measurement within a warm worker."""
+        h = hashlib.sha256(task.path(task.reference.file).read_bytes())
+        tensors = [(t.name, str(t.dtype), t.shape) for t in (*task.inputs, *task.outputs)]
+        meta = [
+            task.id,
+            task.reference.baseline_function,
+            task.shapes.timing,
+            task.timing.model_dump(),
+            tensors,
+        ]
+        h.update(json.dumps(meta, sort_keys=True, default=str).encode())
+        return h.hexdigest()

@@ -18,7 +18,7 @@ from ptxrag.base.errors import SandboxFailure
 from ptxrag.tasks.spec import TaskSpec
 
 from .config import SandboxConfig
-from .containment import Contained, clean_env, describe_exit, tail
+from .containment import Contained, clean_env, describe_exit
 from .gpu import protocol
 from .native import native_helpers
 from .toolchain import ToolchainError
@@ -35,9 +35,11 @@ def child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
     return env
 
 
-def worker_job(task: TaskSpec, lib: Path, reference: Path) -> dict[str, Any]:
-    """The GPU worker's job: plain JSON, so the worker needs nothing but torch."""
+def worker_job(task: TaskSpec, lib: Path, reference: Path, baseline_key: str | None = None) -> dict[str, Any]:
+    """The GPU worker's job: plain JSON, so the worker needs nothing but torch. ``baseline_key``: jobs with
+    the same key reuse the baseline timing a warm worker measured for an earlier one."""
     return {
+        "baseline_key": baseline_key,
         "library": str(lib),
         "reference_file": str(reference),
         "reference_function": task.reference.function,
@@ -77,9 +79,12 @@ class WorkerProcess:
         except (SandboxFailure, ToolchainError, OSError) as e:
             self.start_error = f"harness error: the candidate process's run-time checks are unavailable: {e}"
         self.log = work / "worker.log"
+        self._log_from = 0  # where the current job's output starts in the log (a warm worker has had others)
+        self.jobs = 0  # jobs started on this worker
         self._t_start = time.monotonic()
         self._ready = False
         self._closed = False
+        self._broken = False  # a job saw it die or fail in a way that makes it unfit for the next
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         self.c = Contained(
@@ -106,6 +111,73 @@ class WorkerProcess:
         except WorkerDied as e:
             self.start_error = str(e)
 
+    @property
+    def reusable(self) -> bool:
+        """Alive, started, and nothing in the last job left it unfit (a warm worker takes the next job)."""
+        return (
+            not self._closed
+            and not self._broken
+            and self.start_error is None
+            and self.c.proc.poll() is None
+            and self.c.tracked.killed_reason is None
+        )
+
+    def begin_job(self) -> None:
+        """Mark where this job's candidate output starts in the shared log."""
+        self.jobs += 1
+        with contextlib.suppress(OSError):
+            self._log_from = self.log.stat().st_size
+
+    def log_tail(self, max_chars: int = 2000) -> str:
+        """The end of the current job's output (the candidate's stdout and stderr)."""
+        try:
+            with self.log.open("rb") as f:
+                f.seek(self._log_from)
+                data = f.read()
+        except OSError:
+            return ""
+        text = data[-max_chars:].decode(errors="replace")
+        return ("..." if len(data) > max_chars else "") + text
+
+    def end_job(self, spares: int = 1) -> bool:
+        """Finish a job and keep the worker for the next: its candidate processes are closed, everything they
+        started is swept (the worker itself stays), the job's files go, fresh spares start. False (and the
+        worker closed) when it cannot be kept."""
+        self._copy_artifacts()
+        if not self.reusable:
+            self.close()
+            return False
+        try:
+            res = self.ask({"cmd": "reset"}, 30.0, "ending the job")
+            if res.get("ok"):
+                self.c.sweep()
+                res = self.ask({"cmd": "spawn", "n": spares}, 30.0, "starting a spare")
+        except WorkerDied:
+            res = {"ok": False}
+        if not res.get("ok") or not self.reusable:
+            self.close()
+            return False
+        keep = {*WORKER_FILES, "audit.so", "monitor.so", self.log.name}
+        for p in self.work.iterdir():
+            if p.name not in keep and not p.name.startswith("audit-runner-"):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        return True
+
+    def mark_broken(self) -> None:
+        self._broken = True
+
+    def _copy_artifacts(self) -> None:
+        if self.config.artifacts_dir is not None:
+            dest = self.config.artifacts_dir
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in ("ncu.csv", "ncu.log"):
+                if (self.work / name).is_file():
+                    shutil.copy2(self.work / name, dest / name)
+            (dest / "worker.log").write_text(self.log_tail(1 << 20))
+
     def __enter__(self) -> WorkerProcess:
         return self
 
@@ -123,12 +195,7 @@ class WorkerProcess:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.c.close()
-        if self.config.artifacts_dir is not None:
-            dest = self.config.artifacts_dir
-            dest.mkdir(parents=True, exist_ok=True)
-            for name in ("ncu.csv", "worker.log", "ncu.log"):
-                if (self.work / name).is_file():
-                    shutil.copy2(self.work / name, dest / name)
+        self._copy_artifacts()
         if not self.config.keep_workdir:
             shutil.rmtree(self.work, ignore_errors=True)
 
@@ -155,8 +222,8 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.c.proc.wait(timeout=5)
         why = self.c.tracked.killed_reason or describe_exit(self.c.proc.returncode)
-        out = tail(self.log, 600).strip()
-        return f"the candidate process {why}" + (f"; its output ends with: {out}" if out else "")
+        out = self.log_tail(600).strip()
+        return f"the GPU worker {why}" + (f"; its output ends with: {out}" if out else "")
 
     def ask(self, cmd: protocol.Command, timeout_s: float, doing: str) -> dict[str, Any]:
         self._wait_ready()

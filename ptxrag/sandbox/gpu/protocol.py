@@ -31,6 +31,20 @@ class MutantCommand(TypedDict):
     library: str
     tag: int
     limit_s: float
+    spares: NotRequired[int]  # candidate processes to keep started for the next mutants
+
+
+class ResetCommand(TypedDict):
+    """End the job: its candidate processes (and spares started during it) are closed."""
+
+    cmd: Literal["reset"]
+
+
+class SpawnCommand(TypedDict):
+    """Start ``n`` spare candidate processes (after the parent swept the finished job's processes)."""
+
+    cmd: Literal["spawn"]
+    n: int
 
 
 class TimingCommand(TypedDict):
@@ -42,9 +56,16 @@ class ExitCommand(TypedDict):
 
 
 Command = (
-    LoadCommand | CorrectnessCommand | VerifyProfiledCommand | MutantCommand | TimingCommand | ExitCommand
+    LoadCommand
+    | CorrectnessCommand
+    | VerifyProfiledCommand
+    | MutantCommand
+    | TimingCommand
+    | ResetCommand
+    | SpawnCommand
+    | ExitCommand
 )
-COMMANDS = ("load", "correctness", "verify_profiled", "mutant", "timing", "exit")
+COMMANDS = ("load", "correctness", "verify_profiled", "mutant", "timing", "reset", "spawn", "exit")
 
 #: whose fault a failure is: the candidate's library did not load; run-time evidence of a forbidden
 #: behaviour; ptxrag_launch returned an error; a CUDA fault (the candidate's process is gone); ours
@@ -88,6 +109,9 @@ class TimingReply(TypedDict):
     candidate_device_sync_median_ms: float
     baseline_median_ms: NotRequired[float]
     baseline_device_sync_median_ms: NotRequired[float]
+    baseline_cached: NotRequired[
+        bool
+    ]  # the library's time was measured by this worker for an earlier candidate
     recheck: list[dict[str, Any]]
 
 

@@ -23,6 +23,7 @@ import math
 import os
 import secrets
 import select
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,11 @@ FULL_CHECKS = 2  # timed repetitions whose whole output is verified
 RECORDED_SHARE = 4  # one timed repetition in this many runs with the CUPTI stream record (not in the median)
 RECORDED_MIN = 3
 START_TIMEOUT_S = 60.0  # the candidate's process: interpreter, CUDA context, CUPTI
+#: the baseline's timings by the job's ``baseline_key`` (task content, timing shape): measured once per worker
+BASELINES: dict[str, tuple[float, float]] = {}
+PR_SET_DUMPABLE = 4
+HANG_MIN_S = 1.0  # a mutant's call is stuck after max(HANG_MIN_S, HANG_FACTOR x the candidate's slowest call)
+HANG_FACTOR = 20.0
 
 
 #: name fragments of the libraries the candidate's process may not load (the rtld audit refuses them)
@@ -130,9 +136,7 @@ class CandidateProcess:
             if left is not None and left <= 0:
                 self.proc.kill()
                 self.proc.wait()
-                raise CandidateHang(
-                    f"did not finish within {self.timeout_s:.0f} s (a kernel that never ends?)"
-                )
+                raise CandidateHang(f"did not finish within {limit:.1f} s (a kernel that never ends?)")
             ready, _, _ = select.select([self.res_r], [], [], left)
             if not ready:
                 continue
@@ -140,7 +144,7 @@ class CandidateProcess:
             if not chunk:
                 self.proc.wait()
                 raise CandidateCudaError(
-                    f"the candidate's process exited (status {self.proc.returncode}) during a call"
+                    f"the candidate's process {exit_text(self.proc.returncode)} during a call"
                 )
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
@@ -222,11 +226,57 @@ class CandidateProcess:
             self.proc.kill()
 
 
+def exit_text(returncode: int | None) -> str:
+    """How a child process ended, with the signal's name (SIGSEGV, SIGKILL...)."""
+    if returncode is not None and returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+class Runners:
+    """Candidate processes started ahead of need: the interpreter, CUDA context and CUPTI take about a second,
+    so a spare starts while the GPU is busy with something else. Spares are only ever started while no
+    candidate code runs (after a job's processes are swept) or for the job whose candidate is running."""
+
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.spares: list[CandidateProcess] = []
+        self.started = 0
+
+    def _new(self) -> CandidateProcess:
+        self.started += 1
+        return CandidateProcess(self.workdir, tag=f"runner-{self.started}")
+
+    def fill(self, n: int) -> None:
+        while len(self.spares) < n:
+            self.spares.append(self._new())
+
+    def take(self, timeout_s: float | None = None) -> CandidateProcess:
+        while self.spares:
+            c = self.spares.pop(0)
+            if c.proc.poll() is None:
+                c.timeout_s = timeout_s
+                return c
+            c.close()  # a spare that died before use (killed from outside): never handed out
+        c = self._new()
+        c.timeout_s = timeout_s
+        return c
+
+    def close(self) -> None:
+        for c in self.spares:
+            c.close()
+        self.spares = []
+
+
 class Worker:
-    def __init__(self, job: dict, cand: CandidateProcess) -> None:
+    def __init__(self, job: dict, runners: Runners) -> None:
         self.job = job
         self.device = torch.device("cuda", 0)
-        self.cand = cand
+        self.runners = runners
+        self.cand = cand = runners.take()
+        self.main = cand
+        self.call_wall_max = 0.0  # the longest checked call of the candidate itself (s): mutants' hang limit
         refused = cand.load(job["library"])
         if refused:
             raise CandidateViolation("; ".join(refused))
@@ -243,6 +293,14 @@ class Worker:
         self.saved_ref: dict[str, torch.Tensor] | None = None
         ws = int(job.get("workspace_bytes", 0))
         self.workspace = torch.zeros(ws, dtype=torch.uint8, device=self.device) if ws else None
+
+    def close(self) -> None:
+        """End the job: the candidate's process goes; torch's cached blocks of this job's buffers too."""
+        self.cand.close()
+        self.guards = []
+        self.saved_ref = None
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
 
     # -- tensors --------------------------------------------------------------------------------------
     def shape(self, t: dict, dims: dict) -> list[int]:
@@ -416,7 +474,10 @@ class Worker:
         outputs = self.make_outputs(dims)
         call = self.call(inputs, outputs)
         try:
+            t0 = time.monotonic()
             self.run_candidate(call)
+            if self.cand is self.main:
+                self.call_wall_max = max(self.call_wall_max, time.monotonic() - t0)
         except CandidateViolation as e:
             return [
                 {"output": t["name"], "passed": False, "error": str(e), "label": label, "dims": dims}
@@ -495,15 +556,21 @@ class Worker:
         worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
         checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
         main = self.cand
-        m = CandidateProcess(os.getcwd(), tag=f"mutant-{cmd['tag']}", timeout_s=float(cmd["limit_s"]))
+        m = self.runners.take(timeout_s=float(cmd["limit_s"]))
+        self.runners.fill(int(cmd.get("spares", 1)))  # the next mutant's process starts while this one runs
         self.cand = m
         try:
             refused = m.load(cmd["library"])
             if refused:
                 return {"ok": True, "outcome": "violation", "error": "; ".join(refused)}
+            # a mutant whose call takes far longer than the candidate's slowest checked call is stuck (an
+            # mbarrier that never completes): cut off at that bound, not at the stage's deadline
+            m.timeout_s = min(float(cmd["limit_s"]), max(HANG_MIN_S, HANG_FACTOR * self.call_wall_max))
             checks = []
             for i, dims in enumerate(self.job["check_dims"]):
                 checks += self.check_once(dims, f"check {i + 1}")
+                if not all(c["passed"] for c in checks):
+                    break  # one wrong check shows the output changed; the other shapes add nothing
             return {"ok": True, "outcome": "checks", "checks": checks}
         except CandidateHang as e:
             return {"ok": True, "outcome": "hung", "error": str(e)}
@@ -639,11 +706,18 @@ class Worker:
         res["candidate_median_ms"], res["candidate_device_sync_median_ms"] = self.time_fn(
             cand, prepare, after_cand, warmup, reps, poison=True
         )
-        if self.baseline is not None:
+        key = self.job.get("baseline_key")
+        if self.baseline is not None and key and key in BASELINES:
+            # the library's time for this task, shape and reference file, measured by this worker earlier
+            res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = BASELINES[key]
+            res["baseline_cached"] = True
+        elif self.baseline is not None:
             held[:] = [-1] * TIMING_SLOTS
             res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = self.time_fn(
                 base, prepare, None, warmup, reps, poison=False
             )
+            if key:
+                BASELINES[key] = (res["baseline_median_ms"], res["baseline_device_sync_median_ms"])
         torch.cuda.synchronize()
         res["recheck"] = self.verify_timed(plan, contents, refs, slots, held, samples, full, idx, names)
         return res  # type: ignore[return-value]  # built key by key above: the fields of TimingReply
@@ -736,6 +810,14 @@ class HarnessError(RuntimeError):
     """Something of ours failed, not the candidate."""
 
 
+def nondumpable() -> None:
+    """No other process of this uid (a candidate's) may ptrace this one or open its /proc memory: a worker
+    kept across candidates must not be altered by one for the next. Signals still reach it; the parent then
+    sees it gone and starts a fresh one."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 def main() -> int:
     cmd_fd, res_fd = int(sys.argv[1]), int(sys.argv[2])
     cmds = os.fdopen(cmd_fd, "r")
@@ -755,7 +837,9 @@ def main() -> int:
     # warm up first (the candidate's process, torch, the CUDA context) so the parent can compile meanwhile
     global torch
     try:
-        cand = CandidateProcess(os.getcwd())
+        nondumpable()
+        runners = Runners(os.getcwd())
+        runners.fill(1)
         import torch
 
         torch.cuda.init()
@@ -775,9 +859,24 @@ def main() -> int:
         if cmd["cmd"] == "exit":
             break
         try:
+            if cmd["cmd"] == "reset":
+                # the job is over: its candidate processes (and any spare started during it) go; the
+                # parent then sweeps whatever they left and asks for fresh spares
+                if worker is not None:
+                    worker.close()
+                    worker = None
+                runners.close()
+                reply({"ok": True})
+                continue
+            if cmd["cmd"] == "spawn":
+                runners.fill(int(cmd["n"]))
+                reply({"ok": True})
+                continue
             if cmd["cmd"] == "load":
+                if worker is not None:
+                    worker.close()
                 with open(cmd["job"]) as f:
-                    worker = Worker(json.load(f), cand)
+                    worker = Worker(json.load(f), runners)
                 reply({"ok": True})
                 continue
             if worker is None:
@@ -818,7 +917,9 @@ def main() -> int:
                     "traceback": traceback.format_exc()[-2000:],
                 }
             )
-    cand.close()
+    if worker is not None:
+        worker.close()
+    runners.close()
     sys.stdout.flush()
     os._exit(0)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..containment import tail
 from ..results import CheckResult, CorrectnessResult
 from ..worker_client import WorkerDied, WorkerProcess
 
@@ -20,7 +19,7 @@ def run_correctness(w: WorkerProcess, job: Path, limit_s: float | None = None) -
             return CorrectnessResult(
                 status="error" if kind == "harness" else "failed",
                 message=f"could not load the candidate: {loaded.get('error', 'unknown error')}",
-                stdout_tail=tail(w.log, 800),
+                stdout_tail=w.log_tail(800),
                 wall_s=time.monotonic() - t0,
             )
         res = w.ask(
@@ -32,7 +31,7 @@ def run_correctness(w: WorkerProcess, job: Path, limit_s: float | None = None) -
         status = "error" if str(e).startswith("harness error") else "failed"
         return CorrectnessResult(status=status, message=str(e), wall_s=time.monotonic() - t0)  # type: ignore[arg-type]
     wall = time.monotonic() - t0
-    out_tail = tail(w.log, 800)
+    out_tail = w.log_tail(800)
     if not res.get("ok"):
         kind = res.get("kind")
         status = "error" if kind == "harness" else "failed"
