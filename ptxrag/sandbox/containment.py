@@ -503,7 +503,7 @@ def run_contained(
         subreaper=launcher_grace_s is not None,
     ) as c:
         deadline = time.monotonic() + timeout_s
-        program: tuple[int, int | None] | None = None  # the launched program: pid, start time
+        program: tuple[int, int] | None = None  # the launched program: pid, start time
         ended_at: float | None = None
         rc: int | None = None
         while True:
@@ -526,12 +526,11 @@ def run_contained(
                     if program_marker in _cmdline(p)
                 ]
                 if found:
-                    start, pid = min(found)
-                    program = (pid, start)
+                    first_start, first_pid = min(found)
+                    program = (first_pid, first_start)
                 continue
             if ended_at is None:
-                pid, start = program
-                if _is_zombie(pid) or _start_time(pid) != start:
+                if _is_zombie(program[0]) or (_start_time(program[0]) or 0) != program[1]:
                     ended_at = now
             elif now - ended_at >= launcher_grace_s:
                 left = session_members(c.proc.pid) - {c.proc.pid}
