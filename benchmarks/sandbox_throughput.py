@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 
-from ptxrag.bench.executors import StagedEvaluator
+from ptxrag.sandbox.staged import StagedEvaluator  # no agent or retrieval imports: runs on a bare GPU box
 from ptxrag.tasks import list_tasks
 
 SMALL = "warp-reduce-redux,warp-elect-sum,bulk-reduce-colsum,pdl-l2-normalize,ldmatrix-stmatrix-transpose"
