@@ -1,4 +1,5 @@
-"""Knowledge documents: contracts (Markdown with front matter), template headers, rendered hardware cards."""
+"""Knowledge documents: contracts, patterns and debug hints (Markdown with front matter), template headers,
+rendered hardware cards."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Literal
 from .cards import hardware_card, list_hardware, render_card
 from .files import CorpusError, package_dir
 
-Source = Literal["contracts", "templates", "hardware"]
-SOURCES: tuple[Source, ...] = ("contracts", "templates", "hardware")
+Source = Literal["contracts", "patterns", "hints", "templates", "hardware"]
+SOURCES: tuple[Source, ...] = ("contracts", "patterns", "hints", "templates", "hardware")
 
 #: Template header per target architecture (the file name under templates/).
 TEMPLATE_HEADERS: dict[str, str] = {"sm_90a": "ptxrag_sm90.cuh"}
@@ -21,6 +22,9 @@ TEMPLATE_HEADERS: dict[str, str] = {"sm_90a": "ptxrag_sm90.cuh"}
 REQUIRED_KEYS = ("id", "title", "instructions", "cites")
 
 _SECTION_RE = re.compile(r"^\d+(\.\d+)*$")
+
+#: the id prefix of each Markdown source: ``contract-mbarrier``, ``pattern-tma-store-epilogue``, ...
+_ID_PREFIX: dict[str, str] = {"contracts": "contract", "patterns": "pattern", "hints": "hints"}
 
 
 @dataclass(frozen=True)
@@ -104,17 +108,22 @@ def _as_list(meta: dict[str, str | list[str]], key: str, path: Path) -> list[str
     return v
 
 
-def load_contract(path: Path) -> KnowledgeDoc:
-    """Read and validate one contract document."""
+def load_markdown(path: Path, source: Source, required: tuple[str, ...] = REQUIRED_KEYS) -> tuple[
+    KnowledgeDoc, dict[str, str | list[str]]
+]:
+    """Read and validate one Markdown document of ``source`` (contracts, patterns, hints): its id must be
+    ``<prefix>-<file name>`` (prefix: contract, pattern, hints), ``instructions`` name at least one PTX
+    instruction and ``cites`` are section numbers. Returns the document and its whole front matter."""
     meta, body = parse_front_matter(path.read_text(encoding="utf-8"), path)
-    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    missing = [k for k in required if k not in meta]
     if missing:
         raise CorpusError(f"{path}: front matter lacks {missing}")
     doc_id, title = meta["id"], meta["title"]
     if not isinstance(doc_id, str) or not isinstance(title, str) or not title:
         raise CorpusError(f"{path}: 'id' and 'title' must be plain strings")
-    if doc_id != f"contract-{path.stem}":
-        raise CorpusError(f"{path}: id {doc_id!r} must be 'contract-{path.stem}' (the file name)")
+    prefix = _ID_PREFIX[source]
+    if doc_id != f"{prefix}-{path.stem}":
+        raise CorpusError(f"{path}: id {doc_id!r} must be '{prefix}-{path.stem}' (the file name)")
     instructions = _as_list(meta, "instructions", path)
     cites = _as_list(meta, "cites", path)
     if not instructions:
@@ -122,7 +131,13 @@ def load_contract(path: Path) -> KnowledgeDoc:
     bad = [c for c in cites if not _SECTION_RE.match(c)]
     if bad:
         raise CorpusError(f"{path}: cites {bad} are not section numbers like 9.7.13.15.16")
-    return KnowledgeDoc("contracts", doc_id, title, body, tuple(instructions), path, tuple(cites))
+    doc = KnowledgeDoc(source, doc_id, title, body, tuple(instructions), path, tuple(cites))
+    return doc, meta
+
+
+def load_contract(path: Path) -> KnowledgeDoc:
+    """Read and validate one contract document."""
+    return load_markdown(path, "contracts")[0]
 
 
 # ---- template headers ---------------------------------------------------------------------------------------
@@ -234,13 +249,20 @@ def _contract_paths() -> list[Path]:
 
 
 def iter_documents(sources: Iterable[str] | None = None) -> Iterator[KnowledgeDoc]:
-    """Every document of the chosen layers (all three by default), contracts first, each sorted by id."""
+    """Every document of the chosen layers (all by default) in the order of ``SOURCES``, each sorted by id."""
     wanted = list(SOURCES) if sources is None else list(sources)
     unknown = [s for s in wanted if s not in SOURCES]
     if unknown:
         raise CorpusError(f"unknown knowledge source(s) {unknown}; known: {list(SOURCES)}")
     if "contracts" in wanted:
         yield from (load_contract(p) for p in _contract_paths())
+    if "patterns" in wanted or "hints" in wanted:
+        from .patterns import debug_hints, patterns  # patterns.py builds on this module
+
+        if "patterns" in wanted:
+            yield from patterns()
+        if "hints" in wanted:
+            yield from debug_hints()
     if "templates" in wanted:
         for arch in sorted(TEMPLATE_HEADERS):
             yield template_header(arch)
