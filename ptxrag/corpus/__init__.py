@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from .cards import HardwareCard, Sourced, hardware_card, list_hardware, render_card
 from .citations import ManualIndex, unresolved_citations
-from .patterns import HintsDoc, PatternDoc, debug_hints, pattern_for, patterns
 from .documents import (
     CorpusError,
     KnowledgeDoc,
@@ -28,6 +27,7 @@ from .documents import (
     matches_instruction,
     template_header,
 )
+from .pattern_docs import HintsDoc, PatternDoc, debug_hints, pattern_for, patterns
 
 __all__ = [
     "CorpusError",

@@ -108,9 +108,9 @@ def _as_list(meta: dict[str, str | list[str]], key: str, path: Path) -> list[str
     return v
 
 
-def load_markdown(path: Path, source: Source, required: tuple[str, ...] = REQUIRED_KEYS) -> tuple[
-    KnowledgeDoc, dict[str, str | list[str]]
-]:
+def load_markdown(
+    path: Path, source: Source, required: tuple[str, ...] = REQUIRED_KEYS
+) -> tuple[KnowledgeDoc, dict[str, str | list[str]]]:
     """Read and validate one Markdown document of ``source`` (contracts, patterns, hints): its id must be
     ``<prefix>-<file name>`` (prefix: contract, pattern, hints), ``instructions`` name at least one PTX
     instruction and ``cites`` are section numbers. Returns the document and its whole front matter."""
@@ -257,7 +257,7 @@ def iter_documents(sources: Iterable[str] | None = None) -> Iterator[KnowledgeDo
     if "contracts" in wanted:
         yield from (load_contract(p) for p in _contract_paths())
     if "patterns" in wanted or "hints" in wanted:
-        from .patterns import debug_hints, patterns  # patterns.py builds on this module
+        from .pattern_docs import debug_hints, patterns  # pattern_docs builds on this module
 
         if "patterns" in wanted:
             yield from patterns()

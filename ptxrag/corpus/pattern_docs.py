@@ -85,7 +85,9 @@ def load_pattern(path: Path) -> PatternDoc:
     missing = [p for p in shown_by if not (package_dir().parent / p).is_file()]
     if missing:
         raise CorpusError(f"{path}: shown_by names files that do not exist under ptxrag/: {missing}")
-    return PatternDoc(**vars(doc), requires=requires, families=_str_list(meta, "families", path), shown_by=shown_by)
+    return PatternDoc(
+        **vars(doc), requires=requires, families=_str_list(meta, "families", path), shown_by=shown_by
+    )
 
 
 def load_hints(path: Path) -> HintsDoc:
