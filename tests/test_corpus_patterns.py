@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import ptxrag.corpus.pattern_docs as pat
+import ptxrag.corpus.documents as pat
 from ptxrag.corpus import (
     CorpusError,
     ManualIndex,

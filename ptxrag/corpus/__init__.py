@@ -20,14 +20,18 @@ from .cards import HardwareCard, Sourced, hardware_card, list_hardware, render_c
 from .citations import ManualIndex, unresolved_citations
 from .documents import (
     CorpusError,
+    HintsDoc,
     KnowledgeDoc,
+    PatternDoc,
     Source,
     contracts,
+    debug_hints,
     iter_documents,
     matches_instruction,
+    pattern_for,
+    patterns,
     template_header,
 )
-from .pattern_docs import HintsDoc, PatternDoc, debug_hints, pattern_for, patterns
 
 __all__ = [
     "CorpusError",
