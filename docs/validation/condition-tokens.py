@@ -65,6 +65,19 @@ def study_rows(data: dict, repo: Path | None) -> list[str]:
         lines.append(
             f"| {t['condition']} | {t.get('pattern', '-')} | {t['tag']} | {t['tokens']} | {recount} | {t['what']} |"
         )
+    if repo is not None:
+        lines += [
+            "",
+            "PTXBench documents of those tags, each recounted with cl100k_base",
+            "| document | tokens |",
+        ]
+        lines.append("| --- | --- |")
+        files: list[str] = []
+        for t in data["tag"]:
+            files += [f for f in _study_files(t["tag"], hub) if f not in files]
+        for f in files:
+            text = _git(repo, "show", f"{data['commit']}:{data['docs_root']}/{f}")
+            lines.append(f"| {f} | {count_tokens(text)} |")
     return lines
 
 
@@ -93,6 +106,26 @@ def task_rows() -> list[str]:
     return lines
 
 
+def layer_rows() -> list[str]:
+    """Where the tokens of study-knowledge+pattern go, per layer, for each distinct split over the suite."""
+    cond = load_condition(CONDITIONS[-1])
+    layers = list(cond.static)
+    lines = [
+        f"ptxrag, {cond.name} per layer ({TOKENIZER} tokens of each document as rendered in the prompt, heading included)",
+        "| tasks | " + " | ".join(layers) + " |",
+        "| --- | " + " | ".join("---" for _ in layers) + " |",
+    ]
+    splits: dict[tuple[int, ...], list[str]] = {}
+    for task in list_tasks():
+        block = build_static_context(cond, task, CorpusKnowledge())
+        sections = block.sections if block else []
+        key = tuple(sum(s.tokens for s in sections if s.source == layer) for layer in layers)
+        splits.setdefault(key, []).append(task.id)
+    for key, tasks in splits.items():
+        lines.append(f"| {', '.join(tasks)} | " + " | ".join(str(n) for n in key) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study-repo", type=Path, default=None, help="git directory of zhang677/PTXBench")
@@ -106,6 +139,8 @@ def main() -> None:
         "# produced by docs/validation/condition-tokens.py" + (" --study-repo" if args.study_repo else ""),
         "",
         *task_rows(),
+        "",
+        *layer_rows(),
         "",
         *study_rows(data, args.study_repo),
     ]
