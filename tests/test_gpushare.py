@@ -261,3 +261,26 @@ def _recording_cm(log: list[str]):
         log.append("out")
 
     return cm()
+
+
+def test_the_service_and_a_bench_on_one_gpu_take_turns_for_measurements():
+    from ptxrag.sandbox.service.server import GpuSlot
+
+    slot = GpuSlot(
+        f"t{time.time_ns()}"
+    )  # the service's slot for one GPU (lock files under the default folder)
+    bench = GpuShare(slot.share.path.name.removeprefix("gpu-").removesuffix(".lock"))
+    order: list[str] = []
+    with slot.exclusive():
+        assert slot.holders == 1
+
+        def measure() -> None:
+            with bench.exclusive():
+                order.append("bench in")
+
+        t = threading.Thread(target=measure)
+        t.start()
+        time.sleep(0.2)
+        order.append("service out")
+    t.join(120)
+    assert order == ["service out", "bench in"] and slot.holders == 0 and slot.busy_s > 0
