@@ -192,6 +192,34 @@ def test_sweep_kills_what_a_kept_child_started_and_keeps_the_child(tmp_path):
             assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
 
 
+def test_sweep_finds_an_orphan_of_the_kept_childs_candidate_process(tmp_path):
+    # the candidate process (a child of the worker) starts a process that leaves the session and then ends:
+    # the orphan is re-parented to the worker (a subreaper), so the sweep between jobs still finds it
+    from ptxrag.sandbox.containment import Contained, _is_zombie
+
+    (tmp_path / "candidate.py").write_text(
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(120)\n"
+        "else:\n"
+        "    open('orphan', 'w').write(str(pid))\n"
+    )
+    worker = f"import subprocess, sys, time\nsubprocess.run([sys.executable, {str(tmp_path / 'candidate.py')!r}])\ntime.sleep(120)\n"
+    with Contained([sys.executable, "-c", worker], cwd=tmp_path, env=clean_env(tmp_path), limits=Limits(),
+                   stdout_path=tmp_path / "out.log", subreaper=True) as c:  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "orphan").is_file() or not (tmp_path / "orphan").read_text():
+            assert time.monotonic() < deadline, "the candidate did not start its process"
+            time.sleep(0.05)
+        orphan = int((tmp_path / "orphan").read_text())
+        assert c.sweep() >= 1
+        time.sleep(0.3)
+        assert c.proc.poll() is None  # the kept child still runs
+        assert not Path(f"/proc/{orphan}").exists() or _is_zombie(orphan)
+
+
 FOLLOWER = """
 import os, subprocess, sys
 # a stand-in for Nsight Compute: run the program, then wait for every process of the tree (as ncu does)
