@@ -24,7 +24,7 @@ DECLS = ".reg .pred %p<3>;\n.reg .b32 %r<9>;\n.reg .f32 %f<9>;\n.reg .b64 %rd<4>
 
 def test_every_row_declares_a_mutation() -> None:
     for r in table():
-        assert r.mutation in ("remove", "zero-result") or r.mutation.startswith("none: "), r.ptx
+        assert r.mutation in ("remove", "zero-result", "release") or r.mutation.startswith("none: "), r.ptx
         if r.mutation.startswith("none"):
             assert len(r.mutation) > len("none: ") + 10, f"{r.ptx}: say why it cannot be mutated"
 
@@ -68,6 +68,47 @@ def test_tensor_rows_match_despite_the_dimension_component() -> None:
     assert n == 1 and "multicast" in out
 
 
+def test_release_signals_the_barrier_with_the_copy_bytes_instead_of_copying() -> None:
+    ptx = DECLS + (
+        "\t@%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], %r2, [%r3];\n"
+        "\tcp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[%r1], [%rd1], 256, [%r3], %rs1;\n"
+        "\tmbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], %r2;\n"
+    )
+    out, n, how = mutate_ptx(ptx, "cp.async.bulk.shared::cluster.global")
+    assert (n, how) == (2, "release")
+    assert "@%p1 mbarrier.complete_tx.relaxed.cluster.shared::cluster.b64 [%r3], %r2;" in out
+    assert (
+        "cp.async.bulk" not in out
+    )  # the multicast form is removed (its peers' barriers cannot be signalled)
+    assert (
+        "mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], %r2;" in out
+    )  # the bytes are still expected
+
+
+def test_release_of_a_tensor_copy_drops_its_barriers_expected_bytes() -> None:
+    ptx = DECLS + (
+        "\tmbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r4], 16384;\n"
+        "\tmbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%r5], 512;\n"
+        "\tcp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4];\n"
+        "\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r6;\n"
+    )
+    out, n, how = mutate_ptx(ptx, "cp.async.bulk.tensor.shared::cluster.global")
+    assert (n, how) == (1, "release")
+    assert "cp.async.bulk.tensor" not in out and "expect_tx" not in out
+    assert "mbarrier.arrive.release.cta.shared::cta.b64 _, [%r4];" in out and "try_wait" in out
+
+
+def test_release_of_async_stores_completes_their_element_bytes() -> None:
+    ptx = DECLS + (
+        "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%r1], {%f1, %f2, %f3, %f4}, [%r2];\n"
+        "\tst.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%r1], %rd1, [%r2];\n"
+    )
+    out, n, _ = mutate_ptx(ptx, "st.async")
+    assert n == 2 and "st.async" not in out
+    assert "[%r2], 16;" in out and "[%r2], 8;" in out
+
+
 def _task(d: Path) -> tuple[str, list[str]]:
     t = tomllib.loads((d / "task.toml").read_text())
     return t.get("gencode", "-gencode=arch=compute_90a,code=sm_90a"), list(t["required_ptx"])
@@ -102,3 +143,20 @@ __global__ void k(unsigned* out, int flag) {
 def test_required_instruction_in_dead_code_still_builds_a_mutant(tmp_path: Path) -> None:
     (m,) = build_mutants(DEAD, "-gencode=arch=compute_90a,code=sm_90a", ["redux.sync"], out_dir=tmp_path)
     assert m.status == "built" and m.occurrences == 1
+
+
+@pytest.mark.slow
+def test_a_kernel_that_waits_on_a_copy_it_never_reads_gets_a_mutant_that_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    # the release mutant: no bulk copy left in the SASS, but the barrier is still completed (no hang), so the
+    # control's unchanged output is what the GPU stage sees
+    from ptxrag.sandbox.static import disassemble
+
+    task_dir = ROOT / "tasks" / "suite" / "bulk-copy-scale"
+    gencode, _ = _task(task_dir)
+    source = (task_dir / "controls" / "discarded_bulk_waits.cu").read_text()
+    (m,) = build_mutants(source, gencode, ["cp.async.bulk.shared::cluster.global"], out_dir=tmp_path)
+    assert m.status == "built" and m.how == "release", m
+    text = "\n".join(i for ins in disassemble(Path(m.library_path or "")).kernels.values() for i in ins)
+    assert "UBLKCP" not in text and "SYNCS.ARRIVE.TRANS64.RED" in text, text[:2000]

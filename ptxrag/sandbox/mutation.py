@@ -3,7 +3,12 @@ or its result replaced, so the GPU worker can show that the output then changes 
 
 Mechanism: nvcc compiles once with ``--keep``; ``--dryrun`` gives the exact command sequence. Every
 occurrence of the instruction in the kept .ptx (inline asm appears verbatim there) is removed
-(side-effect instructions) or has its destination registers set to 0 (register results); then nvcc's
+(side-effect instructions), has its destination registers set to 0 (register results), or, for an
+asynchronous copy that completes on an mbarrier, is replaced by an ``mbarrier.complete_tx`` of its bytes on
+the same barrier (``release``): the waiters go on without the data, so a kernel that waits for the copy but
+never uses what it brought shows an unchanged output instead of hanging (a hang counts as changed, and took
+tens of seconds to stop). Tensor copies name no byte count: their barriers' ``expect_tx`` is dropped instead
+(``mbarrier.arrive.expect_tx`` becomes ``mbarrier.arrive``). Then nvcc's
 remaining steps (ptxas -> fatbinary -> host compile -> link) are replayed in a copy of the keep directory.
 The mutant's SASS must hold fewer of the instruction's opcodes than the original's.
 """
@@ -72,8 +77,74 @@ def _zero(reg: str, types: dict[str, str]) -> str:
     return f"mov.b{size} {reg}, 0;"
 
 
+def _operands(ops: str) -> list[str]:
+    """Top-level comma-separated operands (commas inside [...] or {...} stay)."""
+    out, depth, cur = [], 0, ""
+    for ch in ops:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _async_store_bytes(op: str) -> int:
+    """Bytes an ``st.async`` / ``red.async`` completes on its barrier: element size x vector length."""
+    parts = op.split(".")
+    size = next(
+        (int(re.sub(r"\D", "", p)) // 8 for p in reversed(parts) if re.fullmatch(r"[bsuf](32|64)", p)), 4
+    )
+    vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v[24]", p)), 1)
+    return size * vec
+
+
+def _complete_tx(guard: str, mbar: str, count: str) -> str:
+    return f"{guard}mbarrier.complete_tx.relaxed.cluster.shared::cluster.b64 {mbar}, {count};"
+
+
+def _release(guard: str, op: str, ops: str) -> tuple[str, bool]:
+    """The ``release`` replacement of one copy statement, and whether its barrier's expect_tx must go."""
+    operands = _operands(ops)
+    if ".multicast" in op:
+        return "", False  # it signals every destination CTA's barrier: removed (their waiters hang)
+    if ".tensor" in op:
+        return "", True
+    if op.startswith(("st.async", "red.async")) and len(operands) >= 3:
+        return _complete_tx(guard, operands[-1], str(_async_store_bytes(op))), False
+    if len(operands) >= 4:  # cp.async.bulk [dst], [src], size, [mbar]
+        return _complete_tx(guard, operands[3], operands[2]), False
+    return "", False
+
+
+def _drop_expect_tx(ptx: str) -> str:
+    """``mbarrier.arrive.expect_tx ... state, [addr], tx`` -> ``mbarrier.arrive ... state, [addr]``; a
+    standalone ``mbarrier.expect_tx`` goes."""
+    masked = _COMMENT_RE.sub(lambda m: " " * len(m.group(0)), ptx)
+    out, pos = [], 0
+    for m in _STMT_RE.finditer(masked):
+        op = m.group("op")
+        if not (op.startswith("mbarrier.") and ".expect_tx" in op):
+            continue
+        guard = m.group("guard") or ""
+        rest = op.replace(".expect_tx", "")
+        operands = _operands(m.group("ops"))
+        repl = f"{guard}{rest} {', '.join(operands[:-1])};" if ".arrive" in rest else ""
+        out += [ptx[pos : m.start()], repl]
+        pos = m.end()
+    out.append(ptx[pos:])
+    return "".join(out)
+
+
 def mutate_ptx(ptx: str, requirement: str) -> tuple[str, int, str]:
-    """(mutated text, occurrences, how) for one required instruction; how is 'remove' or 'zero-result'."""
+    """(mutated text, occurrences, how) for one required instruction; how is 'remove', 'zero-result' or
+    'release'."""
     req = resolve(requirement)
     how = mutation_of(req.rows[0])
     rows = table()
@@ -82,6 +153,7 @@ def mutate_ptx(ptx: str, requirement: str) -> tuple[str, int, str]:
     out: list[str] = []
     pos = 0
     n = 0
+    drop_expect = False
     for m in _STMT_RE.finditer(masked):
         row = _row_for(m.group("op"), rows)
         if row is None or row not in req.rows:
@@ -89,6 +161,9 @@ def mutate_ptx(ptx: str, requirement: str) -> tuple[str, int, str]:
         guard = m.group("guard") or ""
         if how == "remove":
             repl = ""
+        elif how == "release":
+            repl, expect = _release(guard, m.group("op"), m.group("ops"))
+            drop_expect = drop_expect or expect
         else:
             dest = m.group("ops").split(",")[0].strip()
             if dest.startswith("{"):
@@ -100,7 +175,8 @@ def mutate_ptx(ptx: str, requirement: str) -> tuple[str, int, str]:
         pos = m.end()
         n += 1
     out.append(ptx[pos:])
-    return "".join(out), n, how
+    text = "".join(out)
+    return (_drop_expect_tx(text) if drop_expect else text), n, how
 
 
 def mutation_of(row: OpcodeRow) -> str:

@@ -20,7 +20,7 @@ class OpcodeRow:
     probe: str | None = None
     verifiable: bool = True
     note: str = ""
-    #: "remove", "zero-result" or "none: <reason>" (sandbox/mutation.py)
+    #: "remove", "zero-result", "release" or "none: <reason>" (sandbox/mutation.py)
     mutation: str = "none: no mutation declared"
 
     def matches(self, opcode: str) -> bool:
