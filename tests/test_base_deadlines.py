@@ -53,3 +53,32 @@ def test_stalling_cuobjdump_is_a_harness_timeout_not_a_candidate_failure(tmp_pat
     res = static.static_check("", tmp_path / "lib.so", [], [])
     assert res.status == "error"
     assert "harness timeout" in res.message and "not the candidate" in res.message
+
+
+def test_compile_path_deadlines_stretch_but_the_cpu_budget_does_not(tmp_path: Path, monkeypatch):
+    """Every compiler command of the compile path (the stage's nvcc, the mutant dry run, --keep build and
+    replays) gets a wall deadline stretched by the load and PTXRAG_TIMEOUT_SCALE, while its CPU budget
+    (RLIMIT_CPU, what the candidate's compile may cost) stays the configured one. A fixed 120 s dry-run
+    deadline once failed tests/test_sandbox_mutation.py on a loaded machine."""
+    from ptxrag.sandbox import compile as comp
+    from ptxrag.sandbox.mutation import build_mutants
+
+    monkeypatch.setenv(deadlines.SCALE_ENV, "7")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    calls: list[tuple[str, float, int]] = []
+    real = comp.run_contained
+
+    def spy(cmd, *, timeout_s, limits, **kw):  # noqa: ANN001, ANN202
+        calls.append((" ".join(cmd[:3]), timeout_s, limits.cpu_s))
+        return real(cmd, timeout_s=timeout_s, limits=limits, **kw)
+
+    monkeypatch.setattr(comp, "run_contained", spy)
+    src = '__global__ void k(unsigned* o) { unsigned v = 1; asm volatile("redux.sync.add.u32 %0, %0, 0xffffffff;" : "+r"(v)); o[0] = v; }\n'
+    gencode = "-gencode=arch=compute_90a,code=sm_90a"
+    assert comp.compile_candidate(src, gencode, timeout_s=40, use_cache=False).status == "passed"
+    (m,) = build_mutants(src, gencode, ["redux.sync"], timeout_s=40, out_dir=tmp_path)
+    assert m.status == "built", m
+    assert len(calls) == 4  # the stage's compile, the dry run, the --keep build, one replay
+    for what, wall_s, cpu_s in calls:
+        assert wall_s == pytest.approx(280.0), what
+        assert cpu_s == 50, what

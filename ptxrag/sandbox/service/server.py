@@ -32,7 +32,7 @@ from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
 from .jobs import JobStore, QueueFull
-from .limits import BodySizeLimit
+from .limits import BodySizeLimit, head_deadline_protocol
 from .models import (
     ARTIFACT_RESPONSES,
     EVENTS_RESPONSES,
@@ -186,7 +186,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     app.state.scheduler = sched
     app.state.store = store
     # counted while the body streams in: a chunked body has no Content-Length to trust
-    app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes, timeout_s=cfg.request_timeout_s)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -310,7 +310,14 @@ def serve(cfg: ServiceConfig) -> None:
     import uvicorn
 
     app = create_app(cfg)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", limit_concurrency=256)
+    uvicorn.run(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level="info",
+        limit_concurrency=256,
+        http=head_deadline_protocol(cfg.request_timeout_s),  # a slow request head closes its connection
+    )
 
 
 __all__ = ["SubmitRequest", "create_app", "job_key", "serve"]
