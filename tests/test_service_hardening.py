@@ -26,12 +26,13 @@ import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.openapi.checks import JsonSchemaError
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ptxrag.sandbox.results import CompileResult, EvaluationReport, skipped
 from ptxrag.sandbox.service.client import ServiceClient
 from ptxrag.sandbox.service.config import ServiceConfig
-from ptxrag.sandbox.service.limits import BodySizeLimit, head_deadline_protocol
-from ptxrag.sandbox.service.server import create_app, job_key
+from ptxrag.sandbox.service.limits import MAX_HEAD_BYTES, BodySizeLimit, head_deadline_protocol
+from ptxrag.sandbox.service.server import create_app, job_key, serve
 from ptxrag.tasks import builtin_suite_dir
 
 TOKEN = "hardening-token"
@@ -200,11 +201,11 @@ def test_chunked_200mb_body_is_refused_without_being_read(served: tuple[str, sub
 class Live:
     """The app on loopback in a thread (uvicorn, real HTTP), with job execution stubbed out."""
 
-    def __init__(self, app: Any, http: Any = "auto") -> None:
+    def __init__(self, app: Any, **config: Any) -> None:
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", http=http)
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", **config)
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -315,14 +316,46 @@ def _trickle(port: int, head: bytes, drip: bytes) -> tuple[bytes, float]:
     return got, time.monotonic() - t0
 
 
-@pytest.fixture(params=["httptools", "h11"])
-def slow_live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
-    """The service with a short request timeout, on the protocol class ``serve`` gives uvicorn."""
-    if request.param == "httptools":
-        pytest.importorskip("httptools")
+@pytest.fixture
+def slow_live(tmp_path: Path) -> Iterator[Live]:
+    """The service with a short request timeout, on the protocol class and head limit ``serve`` uses."""
     app = _app(tmp_path, token=TOKEN, request_timeout_s=SLOW_TIMEOUT_S)
-    with Live(app, http=head_deadline_protocol(SLOW_TIMEOUT_S, request.param)) as s:
+    with Live(
+        app, http=head_deadline_protocol(SLOW_TIMEOUT_S), h11_max_incomplete_event_size=MAX_HEAD_BYTES
+    ) as s:
         yield s
+
+
+def test_serve_runs_uvicorn_with_the_deadline_protocol_and_head_limit(tmp_path: Path, monkeypatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    serve(ServiceConfig(state_dir=tmp_path / "state", workers=1, request_timeout_s=7.0))
+    proto = seen["http"]
+    assert isinstance(proto, type) and issubclass(proto, H11Protocol) and proto.head_timeout_s == 7.0
+    assert seen["h11_max_incomplete_event_size"] == MAX_HEAD_BYTES
+
+
+@pytest.mark.parametrize("endless", ["many header lines", "one header line"])
+def test_a_huge_request_head_is_refused_near_the_limit(slow_live: Live, endless: str) -> None:
+    """httptools (uvicorn's own choice when installed) buffered a 400 MB head; h11 stops at the limit."""
+    s = socket.create_connection(("127.0.0.1", slow_live.port))
+    s.settimeout(30)
+    s.sendall(
+        b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + (b"X-Long: " if endless == "one header line" else b"")
+    )
+    piece = b"X-Pad: " + b"a" * 8000 + b"\r\n" if endless == "many header lines" else b"a" * 8000
+    sent = 0
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        while sent < 64 << 20 and not select.select([s], [], [], 0)[0]:
+            s.sendall(piece * 8)
+            sent += len(piece) * 8
+    got = b""
+    with contextlib.suppress(ConnectionResetError, TimeoutError):
+        got = s.recv(65536)
+    s.close()
+    assert sent < 4 << 20, f"{sent >> 20} MiB of head went in before the refusal"
+    assert got == b"" or got.startswith(b"HTTP/1.1 400"), got[:200]
 
 
 def test_a_head_sent_a_byte_at_a_time_loses_its_connection(slow_live: Live) -> None:

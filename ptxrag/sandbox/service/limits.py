@@ -11,8 +11,14 @@ Time: a client that sends its request a byte at a time (slow loris) holds a conn
 uvicorn bounds only the idle time between requests. Two deadlines close the rest: the body must arrive
 within ``timeout_s`` of the app being called (else 408 and a closed connection, in ``BodySizeLimit``), and
 the request head within ``timeout_s`` of the connection opening or of its first byte on a kept-alive
-connection (else the connection is closed: ``head_deadline_protocol``, the HTTP protocol class given to
-uvicorn)."""
+connection (else the connection is closed: ``head_deadline_protocol``, the HTTP protocol class ``serve``
+gives uvicorn).
+
+Head size: that protocol is uvicorn's h11 one, never its httptools one (which uvicorn picks by itself when
+httptools is installed): httptools keeps whatever head it is sent (a 400 MB head grew the server by 405 MB
+in under two seconds, and a single endless header line cannot be counted from its callbacks), while h11
+refuses a head past ``MAX_HEAD_BYTES`` it has buffered with a 400 and a closed connection. The service's
+requests are small JSON documents and polls; the parser's speed does not matter next to a compile."""
 
 from __future__ import annotations
 
@@ -111,61 +117,36 @@ async def _answer(send: Send, status: int, detail: str) -> None:
 
 
 # -- the request head ----------------------------------------------------------------------------------
-class _HeadDeadline:
-    """Mixin for a uvicorn HTTP protocol: close the connection when a request head is not complete within
-    ``head_timeout_s`` (counted from the connection opening, and on a kept-alive connection from the next
-    request's first byte). Bodies are timed by ``BodySizeLimit``, idle keep-alive by uvicorn itself."""
-
-    head_timeout_s: float = 30.0
-    _head_timer: asyncio.TimerHandle | None = None
-    transport: asyncio.Transport
-
-    def _arm(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s, self._head_expired)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_expired(self) -> None:
-        self._head_timer = None
-        if not self.transport.is_closing():
-            self.transport.close()
+#: the most of an incomplete request head h11 buffers (its own default) before refusing it
+MAX_HEAD_BYTES = 16 * 1024
 
 
-def _httptools_protocol() -> type[asyncio.Protocol] | None:
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # httptools is optional for uvicorn
-        return None
-
-    class HeadDeadlineHttpTools(_HeadDeadline, HttpToolsProtocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def on_message_begin(self) -> None:  # the parser saw a new request's first byte
-            super().on_message_begin()
-            self._arm()
-
-        def on_headers_complete(self) -> None:
-            self._disarm()
-            super().on_headers_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-    return HeadDeadlineHttpTools
-
-
-def _h11_protocol() -> type[asyncio.Protocol]:
+def head_deadline_protocol(timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 HTTP protocol (``uvicorn.run(http=..., h11_max_incomplete_event_size=MAX_HEAD_BYTES)``)
+    that closes a connection whose request head is not complete within ``timeout_s``: counted from the
+    connection opening, and on a kept-alive connection from the next request's first byte. Bodies are
+    timed by ``BodySizeLimit``, idle keep-alive by uvicorn itself."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeadDeadlineH11(_HeadDeadline, H11Protocol):
+    class HeadDeadlineH11(H11Protocol):
+        head_timeout_s = timeout_s
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s, self._expired)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _expired(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm()
@@ -184,15 +165,4 @@ def _h11_protocol() -> type[asyncio.Protocol]:
     return HeadDeadlineH11
 
 
-def head_deadline_protocol(timeout_s: float, impl: str = "auto") -> type[asyncio.Protocol]:
-    """The uvicorn HTTP protocol class (``uvicorn.run(http=...)``) with the head deadline ``timeout_s``:
-    httptools when installed (what uvicorn itself picks), else h11; ``impl`` forces one ("httptools", "h11")."""
-    base = _httptools_protocol() if impl in ("auto", "httptools") else None
-    if base is None:
-        if impl == "httptools":
-            raise ImportError("httptools is not installed")
-        base = _h11_protocol()
-    return type(base.__name__, (base,), {"head_timeout_s": timeout_s})
-
-
-__all__ = ["BodySizeLimit", "head_deadline_protocol"]
+__all__ = ["MAX_HEAD_BYTES", "BodySizeLimit", "head_deadline_protocol"]

@@ -32,7 +32,7 @@ from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
 from .jobs import JobStore, QueueFull
-from .limits import BodySizeLimit, head_deadline_protocol
+from .limits import MAX_HEAD_BYTES, BodySizeLimit, head_deadline_protocol
 from .models import (
     ARTIFACT_RESPONSES,
     EVENTS_RESPONSES,
@@ -316,7 +316,9 @@ def serve(cfg: ServiceConfig) -> None:
         port=cfg.port,
         log_level="info",
         limit_concurrency=256,
-        http=head_deadline_protocol(cfg.request_timeout_s),  # a slow request head closes its connection
+        # h11, never httptools (it buffers any head), with a deadline on each request head
+        http=head_deadline_protocol(cfg.request_timeout_s),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
 
 
