@@ -373,3 +373,33 @@ def test_the_mutant_build_gets_no_secrets_from_the_environment(tmp_path: Path, m
     assert len(seen) == 3  # the dry run, the --keep build, the mutant's replay: all through the jail
     for env in seen:
         assert SECRET not in env.values() and "PTXRAG_SERVICE_TOKEN" not in env
+
+
+# -- the static stage's tools parse the candidate's binary: contained too ------------------------------
+@as_root
+def test_the_binary_tools_run_contained(tmp_path: Path, secret: Path, monkeypatch) -> None:
+    # host asm can put any bytes in the binary (a crafted fatbin or ELF), so cuobjdump, nm and readelf run as
+    # the compiler does; a probe in the tool's place reports what such a tool could reach
+    from ptxrag.sandbox.static import run_tool
+
+    monkeypatch.setenv("PTXRAG_SERVICE_TOKEN", SECRET)
+    tmp_path.chmod(0o755)
+    tool = tmp_path / "bin" / "probe-tool"
+    tool.parent.mkdir()
+    tool.parent.chmod(0o755)
+    tool.write_text(
+        "#!/bin/sh\necho uid $(id -u)\nenv\n"
+        f'test -e "{secret}" && echo SEEN-secret\ntest -e /etc/passwd && echo SEEN-passwd\n'
+        'echo "pids $(ls /proc | grep -c "^[0-9]")"\ntest -e /proc/1 && echo SEEN-init\n'
+        'echo "binary $(wc -c < "$1")"\n'
+    )
+    tool.chmod(0o755)
+    binary = tmp_path / "lib.so"
+    binary.write_bytes(b"\x7fELF" + b"\0" * 60)
+    rc, out = run_tool(tool, [], binary, 60.0, "probe-tool")
+    assert rc == 0, out
+    uid = int(out.split("uid ", 1)[1].split()[0])
+    assert COMPILE_UID_BASE <= uid < COMPILE_UID_BASE + 1000
+    assert SECRET not in out and "TOKEN" not in out and "SEEN" not in out, out
+    assert int(out.split("pids ", 1)[1].split()[0]) <= 4  # its own processes only (sh and its children)
+    assert "binary 64" in out  # it got the binary (a private copy)

@@ -324,10 +324,17 @@ _OOM_RE = re.compile(
 
 
 def _contained_limits(
-    lim: CompileLimits, timeout_s: float, uid: int | None, tc: Toolchain, *, jail: bool = True
+    lim: CompileLimits,
+    timeout_s: float,
+    uid: int | None,
+    tc: Toolchain,
+    *,
+    jail: bool = True,
+    extra_roots: tuple[str, ...] = (),
+    proc: bool = False,
 ) -> Limits:
     """The compile's containment limits; ``jail``: no network and the private root (as root with ``uid``,
-    else in a user namespace)."""
+    else in a user namespace), showing the compile's read roots and ``extra_roots``."""
     return Limits(
         memory_bytes=lim.memory_bytes,
         max_procs=lim.max_procs,
@@ -337,7 +344,8 @@ def _contained_limits(
         uid=uid,
         isolate_network=jail,
         address_space_bytes=lim.memory_bytes,
-        read_roots=compile_read_roots(tc) if jail else None,
+        read_roots=(*compile_read_roots(tc), *extra_roots) if jail else None,
+        proc=proc,
     )
 
 
@@ -353,14 +361,20 @@ def run_compiler(
     timeout_s: float,
     limits: CompileLimits | None = None,
     env: dict[str, str] | None = None,
+    wall_s: float | None = None,
+    extra_roots: tuple[str, ...] = (),
+    proc: bool = False,
 ) -> tuple[int | None, Tracked]:
-    """Run one compiler command (nvcc, or a replay of its steps) contained as the compile stage is: a
+    """Run one compiler command (nvcc, a replay of its steps, a tool reading what they built) contained as
+    the compile stage is: a
     scrubbed environment (``compile_env``, plus ``env``), the memory, process, file and CPU caps, and, where
     available, its own uid, no network and the private root holding only ``work`` and the compile's read
     roots. ``timeout_s`` is the CPU-second budget of each process; the wall-clock deadline is ``timeout_s``
     stretched by the machine's load and PTXRAG_TIMEOUT_SCALE (``harness_timeout``), so a busy machine does
-    not turn a compile that fits its budget into a failure. Returns (returncode or None when killed,
-    tracking); output goes to ``log_path`` (outside ``work``)."""
+    not turn a compile that fits its budget into a failure; ``wall_s`` gives it exactly instead. The tool
+    may live outside the compile's read roots: ``extra_roots`` shows more folders, read-only; ``proc``
+    gives it a /proc of its own processes (``Limits.proc``). Returns
+    (returncode or None when killed, tracking); output goes to ``log_path`` (outside ``work``)."""
     lim = limits or CompileLimits()
     tc = toolchain()
     isolate = lim.isolate and os.environ.get("PTXRAG_COMPILE_ISOLATE", "1") != "0"
@@ -372,8 +386,8 @@ def run_compiler(
             cmd,
             cwd=work,
             env={**compile_env(work), **(env or {})},
-            limits=_contained_limits(lim, timeout_s, uid, tc, jail=jail),
-            timeout_s=harness_timeout(timeout_s),
+            limits=_contained_limits(lim, timeout_s, uid, tc, jail=jail, extra_roots=extra_roots, proc=proc),
+            timeout_s=harness_timeout(timeout_s) if wall_s is None else wall_s,
             stdout_path=log_path,
             sweep_uid=False,  # a compile uid is this compile's alone; its session is killed anyway
         )

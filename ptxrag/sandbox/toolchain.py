@@ -106,14 +106,6 @@ def require_cuobjdump() -> Path:
     return tc.cuobjdump
 
 
-def cuobjdump_env() -> dict[str, str]:
-    """cuobjdump calls nvdisasm; make sure it can find the one beside it."""
-    env = dict(os.environ)
-    cu = require_cuobjdump()
-    env["PATH"] = f"{cu.parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def find_ncu() -> Path | None:
     env = os.environ.get("PTXRAG_NCU")
     if env:
