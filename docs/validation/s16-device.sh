@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# s16 (issue 16): on the H200 box, as root with its CUDA toolkit: (1) the compile jail and the now-contained
+# s16 (issue 16): on the H200 box, as root with its CUDA toolkit: (1) the compile jail, the now-contained binary tools and
 # mutant builds (CPU tests of tests/test_compile_hardening.py); (2) two full evaluations with the mutation
 # stage, whose mutants are now built in the jail (warp-reduce-redux: one required instruction; bulk-copy-scale);
 # (3) a task whose shapes exceed the GPU is refused at load, with the GPU's memory use before and after.
@@ -10,7 +10,7 @@ export PTXRAG_HOME=/tmp/ph-s16 PYTHONUNBUFFERED=1
 log=$OUT/log.txt
 echo "== $(date -u) $(id -u) $(nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader)" | tee $log
 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_compile_hardening.py \
-  -k "mutant or evades or cannot_see or its_uid or bomb" > $OUT/compile-hardening.txt 2>&1
+  -k "mutant or evades or cannot_see or its_uid or bomb or binary_tools" > $OUT/compile-hardening.txt 2>&1
 echo "== $(date -u) compile hardening rc=$?" >> $log
 for t in warp-reduce-redux bulk-copy-scale; do
   timeout 60 python3 -m ptxrag sandbox check ptxrag/tasks/suite/$t/solution.cu --task $t --json > $OUT/check-$t.json 2> $OUT/check-$t.err
