@@ -349,7 +349,7 @@ def _contained_limits(
     )
 
 
-class CompilerStartError(OSError):
+class CompilerStartError(ToolchainError):
     """A contained compiler command could not start (e.g. the compile uid cannot read the toolkit)."""
 
 
