@@ -33,7 +33,7 @@ from ..toolchain import detect_gpu
 from .config import ServiceConfig
 from .jobs import JobStore, QueueFull
 from .limits import MAX_HEAD_BYTES, BodySizeLimit, head_deadline_protocol
-from .models import (
+from .schemas import (
     ARTIFACT_RESPONSES,
     EVENTS_RESPONSES,
     NO_JOB,
