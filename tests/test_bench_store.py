@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ptxrag.bench import BenchConfigError, BenchSpec, BenchStore, EpisodeKey, resolve, run_bench
 from ptxrag.bench.records import RoundRow, episode_base
-from ptxrag.bench.runner import _exclusive
+from ptxrag.bench.study_runner import _exclusive
 from ptxrag.cli import app
 
 

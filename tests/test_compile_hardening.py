@@ -27,7 +27,8 @@ from ptxrag.sandbox.compile import (
     read_log,
     scrub_log,
 )
-from ptxrag.sandbox.containment import run_contained
+from ptxrag.sandbox.containment import run_contained, user_namespaces_available
+from ptxrag.sandbox.mutation import build_mutants
 from ptxrag.sandbox.toolchain import toolchain
 
 GENCODE = "-gencode=arch=compute_90a,code=sm_90a"
@@ -322,3 +323,83 @@ def test_without_root_the_compiler_is_jailed_in_a_user_namespace(tmp_path: Path)
     lines = dict(ln.split(" ", 1) for ln in done.stdout.splitlines())
     assert lines["jail"].startswith("0 "), lines  # compiled: neither file was visible
     assert not lines["plain"].startswith("0 ") and "visible" in lines["plain"], lines  # the control sees them
+
+
+# -- the mutant builds compile the same text: contained the same way ------------------------------------
+@pytest.mark.skipif(
+    os.geteuid() != 0 and not user_namespaces_available(),
+    reason="the compile jail needs root or user namespaces",
+)
+def test_the_mutant_build_cannot_read_what_the_compile_stage_could_not(tmp_path: Path) -> None:
+    # a source that passes the contained compile stage (the file is invisible there) and would embed the
+    # file's bytes when built anywhere it is visible: the mutant builds must be as blind as the compile
+    folder = Path(tempfile.mkdtemp(prefix="ptxrag-test-world-"))
+    folder.chmod(0o755)
+    world = folder / "world.bin"
+    world.write_text(SECRET)
+    world.chmod(0o644)
+    two_faced = (
+        "#define CAT(a, b) a##b\n#define STR(x) XSTR(x)\n#define XSTR(x) #x\n"
+        f'#if __has_include("{world}")\nasm(STR(.CAT(inc, bin)) " \\"{world}\\"");\n#endif\n'
+        "__global__ void k(unsigned* out) {\n  unsigned v = threadIdx.x;\n"
+        '  asm volatile("redux.sync.add.u32 %0, %0, 0xffffffff;" : "+r"(v));\n  out[threadIdx.x] = v;\n}\n'
+    )
+    assert check_source_paths(two_faced, []) is None  # only the jail stands in the way
+    assert compile_candidate(two_faced, GENCODE, use_cache=False).status == "passed"
+    (m,) = build_mutants(two_faced, GENCODE, ["redux.sync"], out_dir=tmp_path / "mutants")
+    assert m.status == "built", m
+    for lib in (tmp_path / "mutants").rglob("*"):
+        if lib.is_file():
+            assert SECRET.encode() not in lib.read_bytes(), f"{lib} holds the file's bytes"
+    shutil.rmtree(folder)
+
+
+def test_the_mutant_build_gets_no_secrets_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    # the replay used to inherit the caller's whole environment (tokens, keys, LD_PRELOAD)
+    monkeypatch.setenv("PTXRAG_SERVICE_TOKEN", SECRET)
+    seen: list[dict[str, str]] = []
+
+    def spy(cmd, *, work, log_path, timeout_s, limits=None, env=None):  # noqa: ANN001, ANN202
+        seen.append({**compile_env(work), **(env or {})})
+        return real(cmd, work=work, log_path=log_path, timeout_s=timeout_s, limits=limits, env=env)
+
+    from ptxrag.sandbox import mutation
+
+    real = mutation.run_compiler
+    monkeypatch.setattr(mutation, "run_compiler", spy)
+    src = '__global__ void k(unsigned* o) { unsigned v = 1; asm volatile("redux.sync.add.u32 %0, %0, 0xffffffff;" : "+r"(v)); o[0] = v; }\n'
+    (m,) = build_mutants(src, GENCODE, ["redux.sync"], out_dir=tmp_path)
+    assert m.status == "built", m
+    assert len(seen) == 3  # the dry run, the --keep build, the mutant's replay: all through the jail
+    for env in seen:
+        assert SECRET not in env.values() and "PTXRAG_SERVICE_TOKEN" not in env
+
+
+# -- the static stage's tools parse the candidate's binary: contained too ------------------------------
+@as_root
+def test_the_binary_tools_run_contained(tmp_path: Path, secret: Path, monkeypatch) -> None:
+    # host asm can put any bytes in the binary (a crafted fatbin or ELF), so cuobjdump, nm and readelf run as
+    # the compiler does; a probe in the tool's place reports what such a tool could reach
+    from ptxrag.sandbox.static import run_tool
+
+    monkeypatch.setenv("PTXRAG_SERVICE_TOKEN", SECRET)
+    tmp_path.chmod(0o755)
+    tool = tmp_path / "bin" / "probe-tool"
+    tool.parent.mkdir()
+    tool.parent.chmod(0o755)
+    tool.write_text(
+        "#!/bin/sh\necho uid $(id -u)\nenv\n"
+        f'test -e "{secret}" && echo SEEN-secret\ntest -e /etc/passwd && echo SEEN-passwd\n'
+        'echo "pids $(ls /proc | grep -c "^[0-9]")"\ntest -e /proc/1 && echo SEEN-init\n'
+        'echo "binary $(wc -c < "$1")"\n'
+    )
+    tool.chmod(0o755)
+    binary = tmp_path / "lib.so"
+    binary.write_bytes(b"\x7fELF" + b"\0" * 60)
+    rc, out = run_tool(tool, [], binary, 60.0, "probe-tool")
+    assert rc == 0, out
+    uid = int(out.split("uid ", 1)[1].split()[0])
+    assert COMPILE_UID_BASE <= uid < COMPILE_UID_BASE + 1000
+    assert SECRET not in out and "TOKEN" not in out and "SEEN" not in out, out
+    assert int(out.split("pids ", 1)[1].split()[0]) <= 4  # its own processes only (sh and its children)
+    assert "binary 64" in out  # it got the binary (a private copy)

@@ -26,11 +26,13 @@ import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.openapi.checks import JsonSchemaError
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ptxrag.sandbox.results import CompileResult, EvaluationReport, skipped
+from ptxrag.sandbox.service.client import ServiceClient
 from ptxrag.sandbox.service.config import ServiceConfig
-from ptxrag.sandbox.service.limits import BodySizeLimit
-from ptxrag.sandbox.service.server import create_app, job_key
+from ptxrag.sandbox.service.limits import MAX_HEAD_BYTES, BodySizeLimit, head_deadline_protocol
+from ptxrag.sandbox.service.server import create_app, job_key, serve
 from ptxrag.tasks import builtin_suite_dir
 
 TOKEN = "hardening-token"
@@ -87,6 +89,32 @@ def test_limit_middleware_hands_a_small_chunked_body_on_whole() -> None:
 
     asyncio.run(BodySizeLimit(app, LIMIT)({"type": "http", "headers": []}, receive, send))
     assert got == [b'{"a": 1}']
+
+
+def test_limit_middleware_cuts_off_a_body_that_trickles_in() -> None:
+    """ASGI level: a body that arrives a byte at a time and never ends gets 408 at the deadline; the
+    deadline is on the whole body, not on each chunk (every chunk here comes quickly)."""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.01)
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the app must not see a body that never completes")
+
+    async def main() -> None:
+        # the cap only stops a broken middleware from hanging the test; the deadline answers long before
+        await asyncio.wait_for(BodySizeLimit(app, LIMIT, timeout_s=0.5)({"type": "http", "headers": []},
+                                                                        receive, send), 120)  # fmt: skip
+
+    asyncio.run(main())
+    assert sent[0]["status"] == 408 and (b"connection", b"close") in sent[0]["headers"]
+    assert b"not complete within 0.5 s" in sent[1]["body"]
 
 
 def _peak_rss_kib(pid: int) -> int:
@@ -173,11 +201,11 @@ def test_chunked_200mb_body_is_refused_without_being_read(served: tuple[str, sub
 class Live:
     """The app on loopback in a thread (uvicorn, real HTTP), with job execution stubbed out."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, **config: Any) -> None:
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", **config)
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -253,6 +281,132 @@ def test_a_stored_job_naming_a_path_is_not_loaded_from_it(tmp_path: Path) -> Non
     sched._run(job.id)
     done = store.get(job.id)
     assert done.status == "error" and "not a task id" in (done.error or "")
+
+
+# -- slow clients are cut off (slow loris) -------------------------------------------------------------
+#: the service's request timeout in these tests, and the most a test waits for the server to act on it:
+#: the attack never completes, so only the deadline can end it; the cap keeps a broken server from hanging
+SLOW_TIMEOUT_S = 1.0
+CAP_S = float(os.environ.get("PTXRAG_TEST_SLOW_CLIENT_CAP_S", "120"))
+
+
+def _trickle(port: int, head: bytes, drip: bytes) -> tuple[bytes, float]:
+    """Send ``head``, then ``drip`` one byte every 50 ms until the server answers or closes; return what
+    it answered and how long after ``head`` it closed the connection."""
+    s = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    s.sendall(head)
+    got = b""
+    i = 0
+    try:
+        while time.monotonic() - t0 < CAP_S:
+            if select.select([s], [], [], 0.05)[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break  # closed
+                got += chunk
+                continue
+            if drip:
+                s.sendall(drip[i % len(drip) : i % len(drip) + 1])
+                i += 1
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        s.close()
+    return got, time.monotonic() - t0
+
+
+@pytest.fixture
+def slow_live(tmp_path: Path) -> Iterator[Live]:
+    """The service with a short request timeout, on the protocol class and head limit ``serve`` uses."""
+    app = _app(tmp_path, token=TOKEN, request_timeout_s=SLOW_TIMEOUT_S)
+    with Live(
+        app, http=head_deadline_protocol(SLOW_TIMEOUT_S), h11_max_incomplete_event_size=MAX_HEAD_BYTES
+    ) as s:
+        yield s
+
+
+def test_serve_runs_uvicorn_with_the_deadline_protocol_and_head_limit(tmp_path: Path, monkeypatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    serve(ServiceConfig(state_dir=tmp_path / "state", workers=1, request_timeout_s=7.0))
+    proto = seen["http"]
+    assert isinstance(proto, type) and issubclass(proto, H11Protocol) and proto.head_timeout_s == 7.0
+    assert seen["h11_max_incomplete_event_size"] == MAX_HEAD_BYTES
+
+
+@pytest.mark.parametrize("endless", ["many header lines", "one header line"])
+def test_a_huge_request_head_is_refused_near_the_limit(slow_live: Live, endless: str) -> None:
+    """httptools (uvicorn's own choice when installed) buffered a 400 MB head; h11 stops at the limit."""
+    s = socket.create_connection(("127.0.0.1", slow_live.port))
+    s.settimeout(30)
+    s.sendall(
+        b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + (b"X-Long: " if endless == "one header line" else b"")
+    )
+    piece = b"X-Pad: " + b"a" * 8000 + b"\r\n" if endless == "many header lines" else b"a" * 8000
+    sent = 0
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        while sent < 64 << 20 and not select.select([s], [], [], 0)[0]:
+            s.sendall(piece * 8)
+            sent += len(piece) * 8
+    got = b""
+    with contextlib.suppress(ConnectionResetError, TimeoutError):
+        got = s.recv(65536)
+    s.close()
+    assert sent < 4 << 20, f"{sent >> 20} MiB of head went in before the refusal"
+    assert got == b"" or got.startswith(b"HTTP/1.1 400"), got[:200]
+
+
+def test_a_head_sent_a_byte_at_a_time_loses_its_connection(slow_live: Live) -> None:
+    start = b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    got, waited = _trickle(slow_live.port, start, b"X-Pad: aaaaaaaa\r\n")  # never the blank line
+    assert waited < CAP_S, "the server kept reading a head that never ends"
+    assert waited >= SLOW_TIMEOUT_S * 0.9 and b"200" not in got  # closed by the deadline, not before
+
+
+def test_a_connection_that_sends_nothing_is_closed(slow_live: Live) -> None:
+    _, waited = _trickle(slow_live.port, b"", b"")
+    assert SLOW_TIMEOUT_S * 0.9 <= waited < CAP_S
+
+
+def test_a_body_sent_a_byte_at_a_time_gets_408(slow_live: Live) -> None:
+    head = (b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 100000\r\n\r\n")  # fmt: skip
+    got, waited = _trickle(slow_live.port, head, b'{"task_id": "warp-reduce-redux"')
+    assert waited < CAP_S, "the server kept reading a body that never ends"
+    assert got.startswith(b"HTTP/1.1 408"), got[:200]
+    assert b"request body not complete within 1 s" in got
+    spec = httpx.get(slow_live.url + "/openapi.json").json()
+    assert "408" in spec["paths"]["/v1/jobs"]["post"]["responses"]  # documented
+    # the service still answers prompt clients, on the same protocol class
+    r = httpx.post(slow_live.url + "/v1/jobs", json={"task_id": "no-such-task", "source": "x"}, headers=AUTH)
+    assert r.status_code == 404
+
+
+def test_a_kept_alive_connection_gets_the_head_deadline_again(slow_live: Live) -> None:
+    # a first request answered promptly, then a second head that never ends on the same connection
+    first = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n"
+    got, waited = _trickle(slow_live.port, first, b"X-Pad: a\r\n")
+    assert got.startswith(b"HTTP/1.1 200") and got.count(b"HTTP/1.1") == 1, got[:300]
+    assert waited < CAP_S
+
+
+def test_the_client_retries_a_408() -> None:
+    answers = [httpx.Response(408, json={"detail": "request body not complete within 30 s"}),
+               httpx.Response(404, json={"detail": "unknown task"})]  # fmt: skip
+    transport = httpx.MockTransport(lambda request: answers.pop(0))
+    client = ServiceClient("http://svc", transport=transport, retry_for_s=600)
+    r = client._request("POST", "/v1/jobs", json={})
+    assert r.status_code == 404 and not answers
+
+
+def test_the_request_timeout_must_be_a_positive_number() -> None:
+    from ptxrag.sandbox.service.config import ServiceConfigError
+
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ServiceConfigError, match="request_timeout_s"):
+            ServiceConfig(request_timeout_s=bad).check()
 
 
 # -- response models and status codes match the OpenAPI spec -------------------------------------------
@@ -343,11 +497,14 @@ def test_every_documented_answer_matches_the_spec(states: tuple[Live, dict[str, 
     check("GET", art, f"/v1/jobs/{done}/artifacts/jobs.sqlite")
     assert seen[("POST", "/v1/jobs")] == {200, 400, 401, 404, 413, 422, 429}
     assert seen[("GET", "/v1/jobs/{job_id}/report")] == {200, 401, 404, 409, 500}
-    # every status code the spec documents (but 202, which needs a job to run, and 422 on path-only GETs,
-    # which no string can provoke) was seen
+    # every status code the spec documents (but 202, which needs a job to run, 408, which needs a slow
+    # client: test_a_body_sent_a_byte_at_a_time_gets_408, and 422 on path-only GETs, which no string can
+    # provoke) was seen
     for path, ops in spec["paths"].items():
         for method, op in ops.items():
-            documented = {int(c) for c in op["responses"]} - {202} - ({422} if method == "get" else set())
+            documented = (
+                {int(c) for c in op["responses"]} - {202, 408} - ({422} if method == "get" else set())
+            )
             assert documented == seen[(method.upper(), path)], (method, path)
 
 

@@ -28,7 +28,7 @@ _.report_json  # bench.records.RoundRow / EpisodeRow ...
 _.condition_spec
 _.first_static_round
 _.solved_round
-_.running  # sandbox.service.models.Metrics, the /metrics JSON (once also a local name of the old PDF loader)
+_.running  # sandbox.service.schemas.Metrics, the /metrics JSON (once also a local name of the old PDF loader)
 _.finished_at
 _.built_at  # indexer.catalog
 _.added_at  # indexer.library
@@ -65,7 +65,7 @@ _.refill_inputs  # sandbox/gpu/worker.py
 _.STAGES  # sandbox/results.py
 _.ACTIVE  # sandbox/service/jobs.py
 
-# the service's response models (sandbox/service/models.py): fields serialised to JSON for remote clients
+# the service's response models (sandbox/service/schemas.py): fields serialised to JSON for remote clients
 _.submitted
 _.busy_now
 _.queue_depth

@@ -10,7 +10,7 @@ sections. What is left unused, and why, is said in the block's notes (the transc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ptxrag.base.errors import KnowledgeFailure
 from ptxrag.tasks import TaskSpec
@@ -19,6 +19,9 @@ from .conditions import Condition
 from .knowledge import MIN_USEFUL_TOKENS, render_item
 from .state import ContextBlock, RetrievalQuery, ShownSection
 from .tokens import count_tokens, fit
+
+if TYPE_CHECKING:  # the indexer's typed result; importing it at run time would load the indexer early
+    from ptxrag.indexer import Hit
 
 #: a section is shown only if it scores at least this share of its query's best section
 RELEVANCE_RATIO = 0.5
@@ -39,7 +42,7 @@ class DocsRetriever(Protocol):
         version: str | None = None,
         sources: Sequence[str] | None = None,
         exclude_sections: Sequence[str] = (),
-    ) -> list[Any]: ...
+    ) -> list[Hit]: ...
 
     def version_for_arch(self, arch: str) -> str: ...
 
@@ -60,13 +63,13 @@ def default_retriever() -> DocsRetriever:
         ) from e
 
 
-def _hit_title(hit: Any) -> str:
+def _hit_title(hit: Hit) -> str:
     crumb = getattr(hit, "breadcrumb", "") or ""
     return crumb or f"{hit.section_number} {hit.title}".strip()
 
 
-def _score(hit: Any) -> float | None:
-    score = getattr(hit, "score", None)
+def _score(hit: Hit) -> float | None:
+    score = getattr(hit, "score", None)  # a retriever double may leave it out
     return float(score) if isinstance(score, int | float) else None
 
 
@@ -94,7 +97,7 @@ def retrieve_context(
     # the retriever drops these (manual section numbers and pack document ids); the key check below
     # guards against a number shared by two sources
     exclude = () if settings.repeat_sections else tuple(dict.fromkeys(s.section_number for s in shown))
-    ranked: list[list[Any]] = []
+    ranked: list[list[Hit]] = []
     below: list[str] = []
     for q in queries:
         try:

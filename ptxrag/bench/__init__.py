@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from .prices import PriceError, PriceTable, load_prices
     from .records import EpisodeRow, RoundRow
     from .report import ReportFiles, build_report, write_report
-    from .runner import BenchEvent, BenchSummary, run_bench
     from .store import BenchStore
     from .study import BenchConfigError, BenchSpec, Episode, EpisodeKey, resolve
+    from .study_runner import BenchEvent, BenchSummary, run_bench
 
 #: name -> submodule. Imported on first use, so reading a bench folder (report, export) does not load the
 #: agent (LangGraph) that only running one needs.
@@ -60,7 +60,7 @@ _EXPORTS = {
     **dict.fromkeys(["PriceError", "PriceTable", "load_prices"], "prices"),
     **dict.fromkeys(["EpisodeRow", "RoundRow"], "records"),
     **dict.fromkeys(["ReportFiles", "build_report", "write_report"], "report"),
-    **dict.fromkeys(["BenchEvent", "BenchSummary", "run_bench"], "runner"),
+    **dict.fromkeys(["BenchEvent", "BenchSummary", "run_bench"], "study_runner"),
     "BenchStore": "store",
     **dict.fromkeys(["BenchConfigError", "BenchSpec", "Episode", "EpisodeKey", "resolve"], "study"),
 }

@@ -107,6 +107,9 @@ def serve(
         Path | None, typer.Option(help="job database and artifacts (default $PTXRAG_HOME/service)")
     ] = None,
     stage_timeout: Annotated[float | None, typer.Option(help="seconds per GPU stage")] = None,
+    request_timeout: Annotated[
+        float, typer.Option(help="seconds a client has for a request's head, and again for its body")
+    ] = 30.0,
     isolate: Annotated[
         bool, typer.Option(help="run candidates as a dedicated uid with no network (needs root)")
     ] = True,
@@ -124,6 +127,7 @@ def serve(
             max_queue=max_queue,
             state_dir=state_dir,
             stage_timeout_s=stage_timeout,
+            request_timeout_s=request_timeout,
             isolate=isolate,
         )
         if workers is not None:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ptxrag.base.deadlines import harness_timeout
 from ptxrag.base.paths import cache_dir
 
-from .containment import Limits, describe_exit, run_contained, user_namespaces_available
+from .containment import Limits, Tracked, describe_exit, run_contained, user_namespaces_available
 from .results import CompileResult
 from .toolchain import Toolchain, ToolchainError, toolchain
 
@@ -323,10 +324,17 @@ _OOM_RE = re.compile(
 
 
 def _contained_limits(
-    lim: CompileLimits, timeout_s: float, uid: int | None, tc: Toolchain, *, jail: bool = True
+    lim: CompileLimits,
+    timeout_s: float,
+    uid: int | None,
+    tc: Toolchain,
+    *,
+    jail: bool = True,
+    extra_roots: tuple[str, ...] = (),
+    proc: bool = False,
 ) -> Limits:
     """The compile's containment limits; ``jail``: no network and the private root (as root with ``uid``,
-    else in a user namespace)."""
+    else in a user namespace), showing the compile's read roots and ``extra_roots``."""
     return Limits(
         memory_bytes=lim.memory_bytes,
         max_procs=lim.max_procs,
@@ -336,8 +344,64 @@ def _contained_limits(
         uid=uid,
         isolate_network=jail,
         address_space_bytes=lim.memory_bytes,
-        read_roots=compile_read_roots(tc) if jail else None,
+        read_roots=(*compile_read_roots(tc), *extra_roots) if jail else None,
+        proc=proc,
     )
+
+
+class CompilerStartError(ToolchainError):
+    """A contained compiler command could not start (e.g. the compile uid cannot read the toolkit)."""
+
+
+def run_compiler(
+    cmd: list[str],
+    *,
+    work: Path,
+    log_path: Path,
+    timeout_s: float,
+    limits: CompileLimits | None = None,
+    env: dict[str, str] | None = None,
+    wall_s: float | None = None,
+    extra_roots: tuple[str, ...] = (),
+    proc: bool = False,
+) -> tuple[int | None, Tracked]:
+    """Run one compiler command (nvcc, a replay of its steps, a tool reading what they built) contained as
+    the compile stage is: a
+    scrubbed environment (``compile_env``, plus ``env``), the memory, process, file and CPU caps, and, where
+    available, its own uid, no network and the private root holding only ``work`` and the compile's read
+    roots. ``timeout_s`` is the CPU-second budget of each process; the wall-clock deadline is ``timeout_s``
+    stretched by the machine's load and PTXRAG_TIMEOUT_SCALE (``harness_timeout``), so a busy machine does
+    not turn a compile that fits its budget into a failure; ``wall_s`` gives it exactly instead. The tool
+    may live outside the compile's read roots: ``extra_roots`` shows more folders, read-only; ``proc``
+    gives it a /proc of its own processes (``Limits.proc``). Returns
+    (returncode or None when killed, tracking); output goes to ``log_path`` (outside ``work``)."""
+    lim = limits or CompileLimits()
+    tc = toolchain()
+    isolate = lim.isolate and os.environ.get("PTXRAG_COMPILE_ISOLATE", "1") != "0"
+    uid = _take_uid() if isolate and os.geteuid() == 0 else None
+    # without root, the same private root and empty network in a user namespace, where the kernel allows one
+    jail = isolate and (uid is not None or user_namespaces_available())
+    try:
+        return run_contained(
+            cmd,
+            cwd=work,
+            env={**compile_env(work), **(env or {})},
+            limits=_contained_limits(lim, timeout_s, uid, tc, jail=jail, extra_roots=extra_roots, proc=proc),
+            timeout_s=harness_timeout(timeout_s) if wall_s is None else wall_s,
+            stdout_path=log_path,
+            sweep_uid=False,  # a compile uid is this compile's alone; its session is killed anyway
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        hint = (
+            f" (as the compile uid {uid}, which must be able to read the CUDA toolkit; "
+            "PTXRAG_COMPILE_ISOLATE=0 compiles without the uid and namespaces)"
+            if uid is not None
+            else ""
+        )
+        raise CompilerStartError(f"{e}{hint}") from e
+    finally:
+        if uid is not None:
+            _give_uid(uid)
 
 
 def compile_candidate(
@@ -349,7 +413,9 @@ def compile_candidate(
     out_dir: Path | None = None,
     limits: CompileLimits | None = None,
 ) -> CompileResult:
-    """Compile ``source``. On success ``library_path`` points at a cached shared library."""
+    """Compile ``source``. On success ``library_path`` points at a cached shared library. ``timeout_s``: the
+    CPU seconds each compiler process may use, and the wall-clock deadline on an idle machine (it stretches
+    with the load, see ``run_compiler``)."""
     t0 = time.monotonic()
     lim = limits or CompileLimits()
     try:
@@ -382,86 +448,64 @@ def compile_candidate(
             toolchain=tc.nvcc_version,
             wall_s=time.monotonic() - t0,
         )
-    isolate = lim.isolate and os.environ.get("PTXRAG_COMPILE_ISOLATE", "1") != "0"
-    uid = _take_uid() if isolate and os.geteuid() == 0 else None
-    # without root, the same private root and empty network in a user namespace, where the kernel allows one
-    jail = isolate and (uid is not None or user_namespaces_available())
-    try:
-        with tempfile.TemporaryDirectory(prefix="ptxrag-compile-") as base:
-            os.chmod(base, 0o711)  # the compile uid passes through to its own folder, reads nothing here
-            work = Path(base) / "work"
-            work.mkdir()
-            src = work / SOURCE_NAME
-            src.write_text(source)
-            lib = work / LIB_NAME
-            log_path = Path(base) / "compile.log"
-            cmd = [str(tc.nvcc), *flags, "-o", str(lib), str(src)]
-            try:
-                rc, tracked = run_contained(
-                    cmd,
-                    cwd=work,
-                    env=compile_env(work),
-                    limits=_contained_limits(lim, timeout_s, uid, tc, jail=jail),
-                    timeout_s=timeout_s,
-                    stdout_path=log_path,
-                    sweep_uid=False,  # a compile uid is this compile's alone; its session is killed anyway
-                )
-            except (OSError, subprocess.SubprocessError) as e:
-                hint = (
-                    f" (as the compile uid {uid}, which must be able to read the CUDA toolkit; "
-                    "PTXRAG_COMPILE_ISOLATE=0 compiles without the uid and namespaces)"
-                    if uid is not None
-                    else ""
-                )
-                return CompileResult(
-                    status="error", message=f"could not start nvcc: {e}{hint}", wall_s=time.monotonic() - t0
-                )
-            out = read_log(log_path, lim.log_bytes)
-            log = trim_log(out, str(work))
-            done = dict(command=shown_cmd, log=log, toolchain=tc.nvcc_version)
-            reason = tracked.killed_reason or ""
-            if rc is None and reason.startswith("did not finish"):
-                return CompileResult(
-                    status="failed",
-                    message=f"compilation did not finish within {timeout_s:.0f} s (heavy templates or unrolling?)",
-                    wall_s=time.monotonic() - t0,
-                    **done,  # type: ignore[arg-type]
-                )
-            if rc is None or (rc != 0 and _OOM_RE.search(out)):
-                what = (
-                    f"compiler exceeded its memory limit ({lim.memory_bytes >> 20} MiB)"
-                    if rc is not None or "memory" in reason
-                    else f"compiler stopped: it {reason}"
-                )
-                return CompileResult(status="failed", message=what, wall_s=time.monotonic() - t0, **done)  # type: ignore[arg-type]
-            if rc != 0 or not lib.is_file():
-                first = next((ln for ln in log.splitlines() if _ERR_RE.search(ln)), "")
-                if not first:
-                    first = f"nvcc {describe_exit(rc)}"
-                return CompileResult(
-                    status="failed",
-                    message=f"compile error: {first.strip()[:300]}",
-                    wall_s=time.monotonic() - t0,
-                    **done,  # type: ignore[arg-type]
-                )
-            tmp_entry = entry.with_name(entry.name + f".tmp{os.getpid()}-{threading.get_ident()}")
-            tmp_entry.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(lib, tmp_entry / LIB_NAME)  # owned by us, not by the compile uid
-            os.chmod(tmp_entry / LIB_NAME, 0o755)
-            (tmp_entry / SOURCE_NAME).write_text(source)
-            message = "compiled"
-            if "C7508" in out or "C7510" in out:
-                message += "; ptxas warns that setmaxnreg was ignored (see log)"
-            (tmp_entry / "result.json").write_text(
-                json.dumps({"message": message, "command": shown_cmd, "log": log})
+    with tempfile.TemporaryDirectory(prefix="ptxrag-compile-") as base:
+        os.chmod(base, 0o711)  # the compile uid passes through to its own folder, reads nothing here
+        work = Path(base) / "work"
+        work.mkdir()
+        src = work / SOURCE_NAME
+        src.write_text(source)
+        lib = work / LIB_NAME
+        log_path = Path(base) / "compile.log"
+        cmd = [str(tc.nvcc), *flags, "-o", str(lib), str(src)]
+        try:
+            rc, tracked = run_compiler(cmd, work=work, log_path=log_path, timeout_s=timeout_s, limits=lim)
+        except CompilerStartError as e:
+            return CompileResult(
+                status="error", message=f"could not start nvcc: {e}", wall_s=time.monotonic() - t0
             )
-            if entry.exists():
-                shutil.rmtree(tmp_entry, ignore_errors=True)
-            else:
-                os.replace(tmp_entry, entry)  # atomic publish: a killed compile never leaves half an entry
-    finally:
-        if uid is not None:
-            _give_uid(uid)
+        out = read_log(log_path, lim.log_bytes)
+        log = trim_log(out, str(work))
+        done = dict(command=shown_cmd, log=log, toolchain=tc.nvcc_version)
+        reason = tracked.killed_reason or ""
+        if rc is None and reason.startswith("did not finish"):
+            return CompileResult(
+                status="failed",
+                message=f"compilation {reason} (heavy templates or unrolling?)",
+                wall_s=time.monotonic() - t0,
+                **done,  # type: ignore[arg-type]
+            )
+        if rc is None or (rc != 0 and _OOM_RE.search(out)):
+            what = (
+                f"compiler exceeded its memory limit ({lim.memory_bytes >> 20} MiB)"
+                if rc is not None or "memory" in reason
+                else f"compiler stopped: it {reason}"
+            )
+            return CompileResult(status="failed", message=what, wall_s=time.monotonic() - t0, **done)  # type: ignore[arg-type]
+        if rc != 0 or not lib.is_file():
+            first = next((ln for ln in log.splitlines() if _ERR_RE.search(ln)), "")
+            if not first:
+                first = f"nvcc {describe_exit(rc)}"
+            return CompileResult(
+                status="failed",
+                message=f"compile error: {first.strip()[:300]}",
+                wall_s=time.monotonic() - t0,
+                **done,  # type: ignore[arg-type]
+            )
+        tmp_entry = entry.with_name(entry.name + f".tmp{os.getpid()}-{threading.get_ident()}")
+        tmp_entry.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lib, tmp_entry / LIB_NAME)  # owned by us, not by the compile uid
+        os.chmod(tmp_entry / LIB_NAME, 0o755)
+        (tmp_entry / SOURCE_NAME).write_text(source)
+        message = "compiled"
+        if "C7508" in out or "C7510" in out:
+            message += "; ptxas warns that setmaxnreg was ignored (see log)"
+        (tmp_entry / "result.json").write_text(
+            json.dumps({"message": message, "command": shown_cmd, "log": log})
+        )
+        if entry.exists():
+            shutil.rmtree(tmp_entry, ignore_errors=True)
+        else:
+            os.replace(tmp_entry, entry)  # atomic publish: a killed compile never leaves half an entry
     return CompileResult(
         status="passed",
         message=message,

@@ -53,6 +53,11 @@ class Limits:
     #: inside an unprivileged user namespace (same uid outside), with a network namespace when
     #: ``isolate_network``, where the kernel allows one (``user_namespaces_available``)
     read_roots: tuple[str, ...] | None = None
+    #: with ``read_roots``: a /proc in the private root, for tools that find their helpers through
+    #: /proc/self/exe (cuobjdump -> nvdisasm). As root a fresh procfs that shows only the child's own
+    #: processes (``hidepid=invisible,subset=pid``); in a user namespace, where procfs cannot be mounted
+    #: without a PID namespace, the caller's /proc (what the caller itself can read)
+    proc: bool = False
 
     @staticmethod
     def isolated(uid: int = 64000) -> Limits:
@@ -219,7 +224,16 @@ def _enter_user_namespace(network: bool) -> None:
             f.write(text)
 
 
-def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str) -> None:
+def _mount_proc(newroot: str) -> None:
+    target = newroot + "/proc"
+    os.makedirs(target, exist_ok=True)
+    try:
+        _mount("proc", target, "proc", MS_NOSUID | MS_NODEV | 8, "hidepid=invisible,subset=pid")  # 8: noexec
+    except OSError:
+        _mount("/proc", target, None, MS_BIND | MS_REC)  # a user namespace without its own PID namespace
+
+
+def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str, proc: bool = False) -> None:
     """In the child: a private mount namespace whose root is a fresh tmpfs holding only ``roots`` (read-only)
     and ``workdir`` (read-write), then chroot into it. Without root, the caller entered a user namespace."""
     if os.geteuid() == 0 and os.getuid() == 0:
@@ -235,6 +249,8 @@ def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str) -> N
         if os.path.exists("/dev/" + dev):
             _bind("/dev/" + dev, newroot, writable=True)
     _bind(workdir, newroot, writable=True)
+    if proc:
+        _mount_proc(newroot)
     os.chroot(newroot)
     os.chdir(workdir)
 
@@ -260,7 +276,7 @@ def _preexec(limits: Limits, workdir: str, newroot: str | None, subreaper: bool 
     elif limits.isolate_network:
         _unshare_net()  # before dropping privileges: it needs CAP_SYS_ADMIN
     if newroot is not None and limits.read_roots is not None:
-        _enter_private_root(newroot, limits.read_roots, workdir)
+        _enter_private_root(newroot, limits.read_roots, workdir, limits.proc)
     if limits.uid is not None and os.geteuid() == 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
         os.setgroups([])

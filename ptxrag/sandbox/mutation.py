@@ -11,6 +11,12 @@ tens of seconds to stop). Tensor copies name no byte count: their barriers' ``ex
 (``mbarrier.arrive.expect_tx`` becomes ``mbarrier.arrive``). Then nvcc's
 remaining steps (ptxas -> fatbinary -> host compile -> link) are replayed in a copy of the keep directory.
 The mutant's SASS must hold fewer of the instruction's opcodes than the original's.
+
+Every compiler command here (the ``--dryrun``, the ``--keep`` build, each mutant's replay) reads the
+candidate's text, so each runs contained exactly as the compile stage's nvcc does (``compile.run_compiler``:
+scrubbed environment, caps, own uid, no network, private root holding only its own folder and the
+toolchain). Its deadlines are harness deadlines: ``timeout_s`` stretched by the machine's load and
+PTXRAG_TIMEOUT_SCALE, since the candidate already compiled within its own limit.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .compile import SOURCE_NAME, compile_flags
+from .compile import SOURCE_NAME, CompilerStartError, compile_env, compile_flags, read_log, run_compiler
 from .opcodes import OpcodeRow, UnknownInstruction, opcode_of, resolve, table
 from .static import disassemble
 from .toolchain import ToolchainError, toolchain
@@ -183,14 +188,35 @@ def mutation_of(row: OpcodeRow) -> str:
     return row.mutation
 
 
+#: most compiler output read back from one contained command
+_LOG_BYTES = 1 << 20
+
+
+def _contained(
+    cmd: list[str], work: Path, what: str, timeout_s: float, env: dict[str, str] | None = None
+) -> str:
+    """Run ``cmd`` contained in ``work`` (see the module docstring); its output, or ToolchainError."""
+    log = work.parent / f"{work.name}.{what.split()[0]}.log"  # outside the folder the command may write
+    try:
+        rc, tracked = run_compiler(cmd, work=work, log_path=log, timeout_s=timeout_s, env=env)
+    except CompilerStartError as e:
+        raise ToolchainError(f"{what}: could not start: {e}") from e
+    out = read_log(log, _LOG_BYTES)
+    log.unlink(missing_ok=True)
+    if rc is None:
+        raise ToolchainError(f"{what}: {tracked.killed_reason or 'killed'}")
+    if rc != 0:
+        raise ToolchainError(f"{what} failed: {out.strip()[-600:]}")
+    return out
+
+
 def _dryrun(
-    nvcc: Path, flags: list[str], keep: Path, lib: Path, src: Path
+    nvcc: Path, flags: list[str], keep: Path, lib: Path, src: Path, timeout_s: float
 ) -> tuple[dict[str, str], list[str]]:
     cmd = [str(nvcc), *flags, "--keep", "--keep-dir", str(keep), "--dryrun", "-o", str(lib), str(src)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=keep)
     env: dict[str, str] = {}
     steps: list[str] = []
-    for ln in r.stderr.splitlines():
+    for ln in _contained(cmd, keep, "nvcc --dryrun", timeout_s).splitlines():
         if not ln.startswith("#$ "):
             continue
         body = ln[3:].strip()
@@ -212,16 +238,12 @@ def _expand(text: str, env: dict[str, str]) -> str:
 def _replay_from_ptxas(env: dict[str, str], steps: list[str], old: Path, new: Path, timeout_s: float) -> str:
     start = next(i for i, s in enumerate(steps) if s.startswith("ptxas"))
     script = "set -e\n" + "\n".join(_expand(s, env).replace(str(old), str(new)) for s in steps[start:]) + "\n"
-    run_env = dict(os.environ)
+    run_env: dict[str, str] = {}
+    base_env = compile_env(new)
     for k in ("PATH", "LD_LIBRARY_PATH"):
         if k in env:
-            run_env[k] = _expand(env[k], {**env, k: run_env.get(k, "")})
-    r = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, timeout=timeout_s, cwd=new, env=run_env
-    )
-    if r.returncode != 0:
-        raise ToolchainError(f"mutant build failed: {(r.stderr or r.stdout).strip()[-600:]}")
-    return r.stderr
+            run_env[k] = _expand(env[k], {**env, k: base_env.get(k, "")})
+    return _contained(["/bin/bash", "-c", script], new, "mutant build", timeout_s, run_env)
 
 
 def _count(lib: Path, requirement: str) -> int:
@@ -238,25 +260,23 @@ def build_mutants(
     timeout_s: float = 120.0,
     out_dir: Path | None = None,
 ) -> list[Mutant]:
-    """One mutant per required instruction (see the module docstring). ``out_dir`` keeps the libraries."""
+    """One mutant per required instruction (see the module docstring). ``out_dir`` keeps the libraries.
+    ``timeout_s``: each compiler command's CPU budget and idle-machine deadline (stretched under load)."""
     tc = toolchain()
     flags = compile_flags(gencode, tc.extra_flags)
     root = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="ptxrag-mutants-"))
     base = root / "base"
     base.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o711)  # a compile uid passes through to its own folder, lists nothing here
     src = base / SOURCE_NAME
     src.write_text(source)
     lib = base / "candidate.so"
-    env, steps = _dryrun(tc.nvcc, flags, base, lib, src)
-    r = subprocess.run(
-        [str(tc.nvcc), *flags, "--keep", "--keep-dir", str(base), "-o", str(lib), str(src)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        cwd=base,
-    )
-    if r.returncode != 0:
-        msg = f"the candidate does not compile: {r.stderr.strip()[-400:]}"
+    try:
+        env, steps = _dryrun(tc.nvcc, flags, base, lib, src, timeout_s)
+        keep = [str(tc.nvcc), *flags, "--keep", "--keep-dir", str(base), "-o", str(lib), str(src)]
+        _contained(keep, base, "nvcc --keep", timeout_s)
+    except ToolchainError as e:
+        msg = f"the candidate does not compile for its mutants: {str(e)[-400:]}"
         return [Mutant(p, None, "error", 0, "", msg) for p in required_ptx]
     ptx_files = sorted(base.glob("*.ptx"))
     original_ptx = ptx_files[0].read_text() if ptx_files else ""
@@ -278,7 +298,7 @@ def build_mutants(
         try:
             _replay_from_ptxas(env, steps, base, work, timeout_s)
             before, after = _count(lib, req), _count(work / lib.name, req)
-        except (ToolchainError, subprocess.TimeoutExpired, OSError) as e:
+        except (ToolchainError, OSError) as e:
             return Mutant(req, None, "error", n, how, str(e)[:600], time.monotonic() - t0)
         dt = time.monotonic() - t0
         if after >= before:

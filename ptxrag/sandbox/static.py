@@ -1,20 +1,28 @@
 """Stage 2: what the binary contains. Disassembles the candidate (cuobjdump), reports which required
-instructions appear in SASS, and rejects forbidden library use (source scan + dynamic symbols)."""
+instructions appear in SASS, and rejects forbidden library use (source scan + dynamic symbols).
+
+The binary is the candidate's work: host asm can put any bytes in any section (a crafted fatbin or ELF
+header), so cuobjdump, nm and readelf parse it contained as the compiler is (``compile.run_compiler``: a
+private copy in a folder of its own, scrubbed environment, caps, own uid, no network, a private root).
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxrag.base.deadlines import describe_harness_timeout, harness_timeout
 
+from .compile import CompilerStartError, run_compiler
 from .opcodes import UnknownInstruction, opcode_of, resolve
 from .results import InstructionPresence, StaticResult, Status
-from .toolchain import ToolchainError, cuobjdump_env, require_cuobjdump
+from .toolchain import ToolchainError, require_cuobjdump
 
 _FUNC_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSN_RE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*(/\*.*)?$")
@@ -53,23 +61,49 @@ class HarnessTimeout(ToolchainError):
     """A tool the harness runs ran out of time (the machine was slow): a harness error, not the candidate's."""
 
 
+#: the most output one tool may give (a large kernel's SASS is a few MB)
+MAX_TOOL_OUTPUT_BYTES = 256 << 20
+
+
+def run_tool(tool: Path, args: list[str], binary: Path, wait_s: float, what: str) -> tuple[int, str]:
+    """``tool *args COPY`` on a private copy of ``binary``, contained (module docstring): (returncode,
+    output with stderr merged). HarnessTimeout when it runs past ``wait_s``, ToolchainError when it is
+    killed (memory, processes) or gives more than MAX_TOOL_OUTPUT_BYTES."""
+    here = str(tool.resolve().parent)
+    with tempfile.TemporaryDirectory(prefix="ptxrag-tool-") as base:
+        os.chmod(base, 0o711)  # the tool's uid passes through to its own folder, lists nothing here
+        work = Path(base) / "work"
+        work.mkdir()
+        copy = work / "candidate.so"
+        if binary.is_file():  # else the tool says the file is missing
+            shutil.copyfile(binary, copy)
+        log = Path(base) / "out.txt"
+        env = {"PATH": f"{tool.parent}{os.pathsep}/usr/bin:/bin"}  # cuobjdump calls the nvdisasm beside it
+        try:
+            rc, tracked = run_compiler(
+                [str(tool), *args, str(copy)], work=work, log_path=log, timeout_s=wait_s, env=env,
+                wall_s=wait_s, extra_roots=(here,), proc=True,  # cuobjdump finds nvdisasm via /proc/self/exe
+            )  # fmt: skip
+        except CompilerStartError as e:
+            raise ToolchainError(f"{what}: could not start: {e}") from e
+        if rc is None:
+            reason = tracked.killed_reason or "killed"
+            if reason.startswith("did not finish"):
+                raise HarnessTimeout(describe_harness_timeout(what, wait_s))
+            raise ToolchainError(f"{what} was stopped: it {reason}")
+        if log.stat().st_size > MAX_TOOL_OUTPUT_BYTES:
+            raise ToolchainError(f"{what} printed more than {MAX_TOOL_OUTPUT_BYTES >> 20} MiB")
+        return rc, log.read_bytes().decode(errors="replace")
+
+
 def disassemble(binary: Path, timeout_s: float | None = None) -> Sass:
     """SASS of `binary`. The deadline defaults to 60 s stretched by the machine's load (base/deadlines)."""
     cu = require_cuobjdump()
     wait_s = harness_timeout(60.0) if timeout_s is None else timeout_s
-    try:
-        out = subprocess.run(
-            [str(cu), "--dump-sass", str(binary)],
-            capture_output=True,
-            text=True,
-            timeout=wait_s,
-            env=cuobjdump_env(),
-        )
-    except subprocess.TimeoutExpired as e:
-        raise HarnessTimeout(describe_harness_timeout("cuobjdump --dump-sass", wait_s)) from e
-    if out.returncode != 0:
-        raise ToolchainError(f"cuobjdump failed: {out.stderr.strip()[:500]}")
-    return parse_sass(out.stdout)
+    rc, out = run_tool(cu, ["--dump-sass"], binary, wait_s, "cuobjdump --dump-sass")
+    if rc != 0:
+        raise ToolchainError(f"cuobjdump failed: {out.strip()[:500]}")
+    return parse_sass(out)
 
 
 # -- forbidden library use -----------------------------------------------------------------------------
@@ -113,29 +147,15 @@ def strip_comments(source: str) -> str:
 
 def _dynamic_symbols(binary: Path) -> str:
     """Undefined dynamic symbols and NEEDED libraries, as text ('' when binutils are missing)."""
-    try:
-        return _dynamic_symbols_unguarded(binary)
-    except subprocess.TimeoutExpired as e:
-        raise HarnessTimeout(describe_harness_timeout(Path(str(e.cmd[0])).name, float(e.timeout))) from e
-
-
-def _dynamic_symbols_unguarded(binary: Path) -> str:
     parts = []
     nm = shutil.which("nm")
     if nm:
-        r = subprocess.run(
-            [nm, "-D", "--undefined-only", str(binary)],
-            capture_output=True,
-            text=True,
-            timeout=harness_timeout(30.0),
-        )
-        parts.append(r.stdout)
+        _, out = run_tool(Path(nm), ["-D", "--undefined-only"], binary, harness_timeout(30.0), "nm")
+        parts.append(out)
     readelf = shutil.which("readelf")
     if readelf:
-        r = subprocess.run(
-            [readelf, "-d", str(binary)], capture_output=True, text=True, timeout=harness_timeout(30.0)
-        )
-        parts += [ln for ln in r.stdout.splitlines() if "NEEDED" in ln]
+        _, out = run_tool(Path(readelf), ["-d"], binary, harness_timeout(30.0), "readelf")
+        parts += [ln for ln in out.splitlines() if "NEEDED" in ln]
     return "\n".join(parts)
 
 
@@ -177,7 +197,7 @@ def static_check(source: str, library: Path, required_ptx: list[str], forbidden:
         )
     try:
         hits = forbidden_hits(source, library, forbidden)
-    except HarnessTimeout as e:
+    except ToolchainError as e:  # a stalled or stopped nm/readelf (HarnessTimeout is one): the harness's
         return StaticResult(status="error", message=str(e), wall_s=time.monotonic() - t0)
     missing = [p.ptx for p in presence if not p.present]
     excerpt = _excerpt(sass, presence)

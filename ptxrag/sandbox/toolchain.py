@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxrag.base.deadlines import harness_timeout
 from ptxrag.base.errors import SandboxFailure
 
 
@@ -86,7 +87,9 @@ def toolchain() -> Toolchain:
             "to a CUDA install."
         )
     try:
-        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(
+            [str(nvcc), "--version"], capture_output=True, text=True, timeout=harness_timeout(60.0)
+        ).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ToolchainError(f"{nvcc} --version failed: {e}") from e
     version = next((ln.strip() for ln in out.splitlines() if "release" in ln), out.strip()[-80:])
@@ -101,14 +104,6 @@ def require_cuobjdump() -> Path:
             "nvidia-cuda-nvdisasm==13.2.51`, or put a CUDA install's bin/ on PATH."
         )
     return tc.cuobjdump
-
-
-def cuobjdump_env() -> dict[str, str]:
-    """cuobjdump calls nvdisasm; make sure it can find the one beside it."""
-    env = dict(os.environ)
-    cu = require_cuobjdump()
-    env["PATH"] = f"{cu.parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def find_ncu() -> Path | None:
@@ -145,7 +140,7 @@ def detect_gpu() -> GpuInfo | None:
             [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=harness_timeout(30.0),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -6,12 +6,15 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ptxrag.agent_graph import AgentEvent, DocsRetriever, EpisodeResult, run_task
 from ptxrag.sandbox.protocol import Evaluator
 
 from ..study import Episode
+
+if TYPE_CHECKING:
+    from ptxrag.indexer import Hit
 
 
 def episode_dir(out: Path, episode_id: str) -> Path:
@@ -57,7 +60,7 @@ class LockedRetriever:
         self.inner = inner
         self._lock = threading.Lock()
 
-    def search(self, query: str, k: int = 5, **kwargs: Any) -> list[Any]:
+    def search(self, query: str, k: int = 5, **kwargs: Any) -> list[Hit]:
         with self._lock:
             return self.inner.search(query, k, **kwargs)
 

@@ -75,7 +75,7 @@ class ServiceClient:
                 r = self.http.request(method, path, **kw)
                 if r.status_code == 429:
                     raise ServiceBusy(float(r.headers.get("Retry-After", "5")))
-                if r.status_code >= 502:
+                if r.status_code == 408 or r.status_code >= 502:  # 408: the body was too slow to arrive
                     raise _Transient(f"{r.status_code} from the service")
                 return r
         raise AssertionError("unreachable")

@@ -39,6 +39,9 @@ class ServiceConfig:
     max_queue: int = 64  # queued jobs beyond which submissions get 429 + Retry-After
     max_source_bytes: int = 256 * 1024
     max_request_bytes: int = 1024 * 1024
+    #: seconds a client has to send a request's head (from connecting) and, separately, its body (from the
+    #: head); a slower one is cut off (408 for a body), so slow senders cannot hold the connections
+    request_timeout_s: float = 30.0
     state_dir: Path | None = None  # SQLite + artifacts; default $PTXRAG_HOME/service
     stage_timeout_s: float | None = None  # override per-stage GPU limits
     #: candidate processes run as a dedicated uid (sandbox_uid_base + job slot) with no network (when root)
@@ -68,3 +71,7 @@ class ServiceConfig:
             )
         if self.workers < 1 or self.max_queue < 1:
             raise ServiceConfigError("workers and max_queue must be at least 1")
+        if not (0 < self.request_timeout_s < 86400):  # also refuses nan and inf
+            raise ServiceConfigError(
+                f"request_timeout_s={self.request_timeout_s} is not a number of seconds between 0 and 86400"
+            )

@@ -33,8 +33,8 @@ from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
 from .jobs import JobStore, QueueFull
-from .limits import BodySizeLimit
-from .models import (
+from .limits import MAX_HEAD_BYTES, BodySizeLimit, head_deadline_protocol
+from .schemas import (
     ARTIFACT_RESPONSES,
     EVENTS_RESPONSES,
     NO_JOB,
@@ -205,7 +205,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
     app.state.scheduler = sched
     app.state.store = store
     # counted while the body streams in: a chunked body has no Content-Length to trust
-    app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=cfg.max_request_bytes, timeout_s=cfg.request_timeout_s)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -329,7 +329,16 @@ def serve(cfg: ServiceConfig) -> None:
     import uvicorn
 
     app = create_app(cfg)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="info", limit_concurrency=256)
+    uvicorn.run(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level="info",
+        limit_concurrency=256,
+        # h11, never httptools (it buffers any head), with a deadline on each request head
+        http=head_deadline_protocol(cfg.request_timeout_s),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+    )
 
 
 __all__ = ["SubmitRequest", "create_app", "job_key", "serve"]

@@ -8,6 +8,7 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
+from ptxrag.base.deadlines import harness_timeout
 from ptxrag.tasks.spec import TaskSpec
 
 from ..config import SandboxConfig
@@ -60,7 +61,10 @@ def run_mutation(
     if mutants is None:
         return MutationResult(status="error", message="no mutants were built (harness)")
     try:
-        built = mutants.result(timeout=worker.config.stage_limits.compile_s * 2)
+        # a backstop: each of the build's commands (dry run, --keep build, one replay per instruction) has
+        # its own load-stretched deadline; this waits for all of them run one after another
+        n = len(task.required_ptx)
+        built = mutants.result(timeout=harness_timeout(worker.config.stage_limits.compile_s) * (2 + n))
     except Exception as e:  # noqa: BLE001 - the mutant build is harness work
         return MutationResult(status="error", message=f"building mutants failed: {type(e).__name__}: {e}")
     try:

@@ -45,7 +45,7 @@ class SubmitRequest(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    """Why a request was refused (401, 404, 413, 429)."""
+    """Why a request was refused (401, 404, 408, 413, 429)."""
 
     detail: str
 
@@ -125,6 +125,7 @@ SUBMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": SubmittedJob, "description": "the existing job for the same task, source and options"},
     400: _err("the body is not JSON"),
     404: _err("no registered task with this id"),
+    408: _err("the request body did not arrive within the service's request timeout"),
     413: _err("the request body or the source is over the service's size limit"),
     429: _err(
         "max_queue jobs are waiting; retry after the given seconds",
