@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# g19 (issue 19, the study's GEMM as a suite task): on the H200, (a) build tile/stage/raster/epilogue
-# variants of ptxrag/tasks/suite/gemm-n7168-k5120-bf16/solution.cu and time each against cuBLAS at
-# M=8192, N=7168, K=5120 (each variant in its own process under a timeout, so a hang costs only itself),
-# with a correctness check against torch at M=8192, 1000 and 129; (b) `ptxrag tasks validate` on the task.
-# Everything goes to $OUT incrementally. Under 150 s.
+# g19 (issue 19, the study's GEMM as a suite task), on the H200, under 150 s, everything written to $OUT as it
+# happens:
+# (1) `ptxrag tasks validate gemm-n7168-k5120-bf16 --record-counts` (reference: every stage incl. timing at
+#     m = 8192 against cuBLAS; controls: where they must fail), the recorded counts copied to $OUT;
+# (2) variants of the reference (cluster 1|2, 3|4 stages, epilogue direct / TMA store with 1 or 2 staging
+#     buffers, raster group 8|16) and the gemm-ws-setmaxnreg-bf16 reference, built in parallel with nvcc, then
+#     each timed against cuBLAS at m = 8192 in its own process under a timeout (a hang costs only itself),
+#     checked against torch at m = 8192, 1000 and 129 (docs/validation/g19_bench.py).
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/g19-out}; mkdir -p "$OUT/so"
-echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)" | tee "$OUT/log.txt"
+T=ptxrag/tasks/suite/gemm-n7168-k5120-bf16
+echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader)" | tee "$OUT/log.txt"
+timeout 80 python3 -m ptxrag tasks validate gemm-n7168-k5120-bf16 --record-counts --save-json "$OUT/validate.json" > "$OUT/validate.txt" 2>&1
+echo "== $(date -u) validate rc $? (t=${SECONDS}s)" >> "$OUT/log.txt"
+cp "$T/execution-counts.json" "$OUT/" 2>/dev/null
 VARIANTS=(
   "c2-s4-epi1-g16=CLUSTER=2,STAGES=4,EPI=1,GROUP_M=16"
+  "c2-s3-epi2-g16=CLUSTER=2,STAGES=3,EPI=2,GROUP_M=16"
   "c2-s4-epi0-g16=CLUSTER=2,STAGES=4,EPI=0,GROUP_M=16"
   "c1-s4-epi1-g16=CLUSTER=1,STAGES=4,EPI=1,GROUP_M=16"
-  "c2-s3-epi1-g16=CLUSTER=2,STAGES=3,EPI=1,GROUP_M=16"
   "c2-s4-epi1-g8=CLUSTER=2,STAGES=4,EPI=1,GROUP_M=8"
-  "c2-s4-epi1-g32=CLUSTER=2,STAGES=4,EPI=1,GROUP_M=32"
 )
 args=(); for v in "${VARIANTS[@]}"; do args+=(--variant "$v"); done
-timeout 40 python3 docs/validation/g19_bench.py --out "$OUT/so" "${args[@]}" --with-ws --build-only > "$OUT/build.txt" 2>&1
-echo "== $(date -u) built (rc $?)" >> "$OUT/log.txt"
+timeout 25 python3 docs/validation/g19_bench.py --out "$OUT/so" "${args[@]}" --with-ws --build-only > "$OUT/build.txt" 2>&1
+echo "== $(date -u) built rc $? (t=${SECONDS}s)" >> "$OUT/log.txt"
 for v in "${VARIANTS[@]}" ws; do
+  if [ "$SECONDS" -gt 138 ]; then echo "== skipped ${v%%=*}: out of time" >> "$OUT/log.txt"; continue; fi
   if [ "$v" = ws ]; then a=(--with-ws); else a=(--variant "$v"); fi
-  timeout 20 python3 docs/validation/g19_bench.py --out "$OUT/so" "${a[@]}" 2>&1 | grep -v '^##\|^built' >> "$OUT/bench.txt"
-  echo "== $(date -u) ${v%%=*} done" >> "$OUT/log.txt"
+  timeout 11 python3 docs/validation/g19_bench.py --out "$OUT/so" "${a[@]}" 2>&1 | grep -v '^##\|^built' >> "$OUT/bench.txt"
+  echo "== $(date -u) ${v%%=*} rc ${PIPESTATUS[0]} (t=${SECONDS}s)" >> "$OUT/log.txt"
 done
-timeout 60 python3 -m ptxrag tasks validate gemm-n7168-k5120-bf16 > "$OUT/validate.txt" 2>&1
-echo "== $(date -u) validate rc $?" >> "$OUT/log.txt"

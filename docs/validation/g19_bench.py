@@ -15,8 +15,6 @@ import subprocess
 import sys
 import time
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from ptxrag.sandbox.gpu import abi  # noqa: E402
 
@@ -32,20 +30,38 @@ def build(name: str, src: str, defines: list[str], out: str) -> tuple[str, str, 
         return name, so, "(built before)"
     cmd = [
         os.path.join(os.environ.get("PTXRAG_CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
-        "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
-        "-Xptxas", "-v", "-I", os.path.join(ROOT, "ptxrag/sandbox/abi"),
-        "-I", os.path.join(ROOT, "ptxrag/corpus/templates"), *[f"-D{d}" for d in defines], src, "-o", so,
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-O3",
+        "-std=c++17",
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-Xptxas",
+        "-v",
+        "-I",
+        os.path.join(ROOT, "ptxrag/sandbox/abi"),
+        "-I",
+        os.path.join(ROOT, "ptxrag/corpus/templates"),
+        *[f"-D{d}" for d in defines],
+        src,
+        "-o",
+        so,
     ]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    log = "\n".join(ln for ln in (r.stdout + r.stderr).splitlines() if "spill" in ln or "Used" in ln
-                    or "arning" in ln or "rror" in ln)
+    log = "\n".join(
+        ln
+        for ln in (r.stdout + r.stderr).splitlines()
+        if "spill" in ln or "Used" in ln or "arning" in ln or "rror" in ln
+    )
     return name, (so if r.returncode == 0 else ""), log
 
 
 def launcher(so: str):
+    import torch
+
     _lib, fn = abi.load_candidate(so)
 
-    def run(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    def run(a, b, c) -> None:
         ts = [abi.make_tensor(t.data_ptr(), "bfloat16", list(t.shape), list(t.stride())) for t in (a, b, c)]
         call = abi.Call(ts[:2], ts[2:], [], torch.cuda.current_stream().cuda_stream)
         rc = fn(call.args)
@@ -56,7 +72,9 @@ def launcher(so: str):
     return run
 
 
-def time_ms(f, reps: int, flush: torch.Tensor) -> float:
+def time_ms(f, reps: int, flush) -> float:
+    import torch
+
     times = []
     for i in range(reps + 3):
         flush.zero_()
@@ -71,16 +89,22 @@ def time_ms(f, reps: int, flush: torch.Tensor) -> float:
     return times[len(times) // 2]
 
 
-def check(run, m: int, gen: torch.Generator) -> str:
+def check(run, m: int, gen) -> str:
+    import torch
+
     a = torch.randn(m, K, device="cuda", dtype=torch.bfloat16, generator=gen)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen)
     c = torch.full((m, N), float("nan"), device="cuda", dtype=torch.bfloat16)
     run(a, b, c)
     torch.cuda.synchronize()
-    ref = (a.float() @ b.float().t())
+    ref = a.float() @ b.float().t()
     err = (c.float() - ref).abs()
     bad = ~(err <= 2e-2 + 1e-2 * ref.abs())
-    return "ok" if not bool(bad.any()) else f"WRONG({int(bad.sum())} bad, max err {float(err.nan_to_num(1e9).max()):.3g})"
+    return (
+        "ok"
+        if not bool(bad.any())
+        else f"WRONG({int(bad.sum())} bad, max err {float(err.nan_to_num(1e9).max()):.3g})"
+    )
 
 
 def main() -> None:
@@ -102,10 +126,12 @@ def main() -> None:
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(12, len(jobs))) as ex:
         built = list(ex.map(lambda j: build(j[0], j[1], j[2], args.out), jobs))
     print(f"built {len(built)} variants in {time.time() - t0:.1f} s", flush=True)
-    for name, so, log in built:
+    for name, _so, log in built:
         print(f"## {name}: {log.strip() or '(no ptxas lines)'}", flush=True)
     if args.build_only:
         return
+    import torch
+
     m = args.m
     flops = 2.0 * m * N * K
     gen = torch.Generator(device="cuda").manual_seed(7)
@@ -123,10 +149,13 @@ def main() -> None:
             run = launcher(so)
             ok = check(run, m, gen)
             ok_awk = check(run, 1000, gen) + "/" + check(run, 129, gen)
-            ms = time_ms(lambda: run(a, b, c), args.reps, flush)
+            ms = time_ms(lambda run=run: run(a, b, c), args.reps, flush)
             cb = time_ms(lambda: torch.matmul(a, b.t()), args.reps, flush)  # cuBLAS again, next to it
-            print(f"{name:28s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  ratio {cb / ms:.3f} "
-                  f"(cublas {cb:.4f} ms)  check m={m}: {ok}  m=1000/129: {ok_awk}", flush=True)
+            print(
+                f"{name:28s} {ms:.4f} ms  {flops / ms / 1e9:6.1f} TFLOP/s  ratio {cb / ms:.3f} "
+                f"(cublas {cb:.4f} ms)  check m={m}: {ok}  m=1000/129: {ok_awk}",
+                flush=True,
+            )
         except Exception as e:  # a variant that fails must not stop the others
             print(f"{name}: ERROR {e}", flush=True)
             torch.cuda.synchronize()

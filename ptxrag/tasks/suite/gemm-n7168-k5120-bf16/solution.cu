@@ -13,14 +13,15 @@
 //     64 x 128 halves, written into a 16 KB staging buffer in the 128-byte-swizzled layout (conflict-free for
 //     the accumulator fragment), then one thread issues TMA tensor stores; the stores drain while the
 //     warpgroup starts the next tile (it waits for the buffer to be read only before it writes it again).
-//     EPI=0 stores bf16 pairs straight from the registers.
+//     EPI=2 gives each warpgroup two such buffers (it then waits only for the store before the last one;
+//     fits with 3 stages); EPI=0 stores bf16 pairs straight from the registers.
 // Stage and parity counters run on across tiles, so the producer loads the next tile while the consumers
 // finish the current one. Tiles (cluster units of 256 x 256) are visited in groups of GROUP_M row-blocks for
 // L2 reuse. The grid is as many clusters as fit at once (cudaOccupancyMaxActiveClusters), never a second wave.
 // An odd number of row-blocks leaves the last cluster's second CTA without rows: it loads a valid A block
 // (its products are discarded) so the shared B half still reaches its peer, and stores nothing.
 // The PTX (setmaxnreg, mbarrier, TMA, multicast, wgmma, cluster barriers) and the tensor-map encoding come from
-// the ptxrag_sm90.cuh template header. Compile-time knobs (CLUSTER 1|2, STAGES 3|4, GROUP_M, EPI 0|1) exist
+// the ptxrag_sm90.cuh template header. Compile-time knobs (CLUSTER 1|2, STAGES 3|4, GROUP_M, EPI 0|1|2) exist
 // for the tuning runs in docs/validation/g19-device.sh; the defaults are the measured best.
 #include "ptxrag_abi.h"
 #include "ptxrag_sm90.cuh"
@@ -49,7 +50,9 @@ constexpr uint32_t A_BYTES = BM * BK * 2;         // 16 KB
 constexpr uint32_t B_BYTES = BN * BK * 2;         // 32 KB
 constexpr uint32_t B_PART = B_BYTES / CLUSTER;    // the part of B each CTA of the cluster loads
 constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr uint32_t STAGING_BYTES = EPI ? 2 * 64 * 128 * 2 : 0;  // two warpgroups x 64 rows x 128 cols bf16
+constexpr int NBUF = EPI == 2 ? 2 : 1;             // staging buffers (64 rows x 128 cols bf16) per warpgroup
+constexpr uint32_t HALF_BYTES = 64 * 128 * 2;     // 16 KB
+constexpr uint32_t STAGING_BYTES = EPI ? 2 * NBUF * HALF_BYTES : 0;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + STAGING_BYTES + 1024;
 static_assert(SMEM_BYTES <= 232448, "shared memory per block");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster of 1 or 2 CTAs along m");
@@ -139,7 +142,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     const int cw = wg - 1;  // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
     const int wt = threadIdx.x % 128;
 #if EPI
-    const uint32_t staging = ring + STAGES * STAGE_BYTES + cw * (64 * 128 * 2);
+    const uint32_t staging_wg = ring + STAGES * STAGE_BYTES + cw * NBUF * HALF_BYTES;
 #endif
     uint32_t s = 0, phase = 0;
     // the consumer warp's lane r (r < CLUSTER) releases a stage to CTA r of the cluster: empty[i] of that CTA
@@ -179,7 +182,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
       const int r0 = (warp % 4) * 16 + lane / 4;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        if (wt == 0) ptxrag::bulk_wait_group_read<0>();  // the previous store has read the staging buffer
+        const uint32_t staging = staging_wg + (h % NBUF) * HALF_BYTES;
+        // the store that last used this buffer has read it (with two buffers: all but the latest store)
+        if (wt == 0) ptxrag::bulk_wait_group_read<NBUF - 1>();
         wg_barrier(1 + cw);
 #pragma unroll
         for (int jj = 0; jj < 16; ++jj) {
@@ -223,6 +228,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     if (wt == 0) ptxrag::bulk_wait_group<0>();  // the last stores are complete before the CTA exits
 #endif
   }
+  __syncwarp();
   if (CLUSTER > 1) ptxrag::cluster_sync();  // no CTA exits while its peer may still arrive on its barriers
 }
 

@@ -28,7 +28,9 @@ constexpr uint32_t A_BYTES = BM * BK * 2;         // 16 KB
 constexpr uint32_t B_BYTES = BN * BK * 2;         // 32 KB
 constexpr uint32_t B_PART = B_BYTES / CLUSTER;    // the part of B each CTA of the cluster loads
 constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr uint32_t STAGING_BYTES = EPI ? 2 * 64 * 128 * 2 : 0;  // two warpgroups x 64 rows x 128 cols bf16
+constexpr int NBUF = EPI == 2 ? 2 : 1;             // staging buffers (64 rows x 128 cols bf16) per warpgroup
+constexpr uint32_t HALF_BYTES = 64 * 128 * 2;     // 16 KB
+constexpr uint32_t STAGING_BYTES = EPI ? 2 * NBUF * HALF_BYTES : 0;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + STAGING_BYTES + 1024;
 static_assert(SMEM_BYTES <= 232448, "shared memory per block");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster of 1 or 2 CTAs along m");
@@ -118,7 +120,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     const int cw = wg - 1;  // consumer warpgroup: rows 64 cw .. 64 cw + 63 of the tile
     const int wt = threadIdx.x % 128;
 #if EPI
-    const uint32_t staging = ring + STAGES * STAGE_BYTES + cw * (64 * 128 * 2);
+    const uint32_t staging_wg = ring + STAGES * STAGE_BYTES + cw * NBUF * HALF_BYTES;
 #endif
     uint32_t s = 0, phase = 0;
     // the consumer warp's lane r (r < CLUSTER) releases a stage to CTA r of the cluster: empty[i] of that CTA
@@ -158,7 +160,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
       const int r0 = (warp % 4) * 16 + lane / 4;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        if (wt == 0) ptxrag::bulk_wait_group_read<0>();  // the previous store has read the staging buffer
+        const uint32_t staging = staging_wg + (h % NBUF) * HALF_BYTES;
+        // the store that last used this buffer has read it (with two buffers: all but the latest store)
+        if (wt == 0) ptxrag::bulk_wait_group_read<NBUF - 1>();
         wg_barrier(1 + cw);
 #pragma unroll
         for (int jj = 0; jj < 16; ++jj) {
@@ -202,6 +206,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
     if (wt == 0) ptxrag::bulk_wait_group<0>();  // the last stores are complete before the CTA exits
 #endif
   }
+  __syncwarp();
   if (CLUSTER > 1) ptxrag::cluster_sync();  // no CTA exits while its peer may still arrive on its barriers
 }
 
