@@ -15,7 +15,7 @@ OUT=${OUT:-/tmp/g19-out}; SO=/tmp/g19-so; mkdir -p "$OUT" "$SO"
 T=ptxrag/tasks/suite/gemm-n7168-k5120-bf16
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader)" | tee "$OUT/log.txt"
 timeout 80 python3 -m ptxrag tasks validate gemm-n7168-k5120-bf16 --stage-timeout 30 --record-counts --save-json "$OUT/validate.json" > "$OUT/validate.txt" 2>&1
-echo "== $(date -u) validate rc $? (t=${SECONDS}s)" >> "$OUT/log.txt"
+rc=$?; echo "== $(date -u) validate rc $rc (t=${SECONDS}s)" >> "$OUT/log.txt"
 (echo "== execution-counts.json"; cat "$T/execution-counts.json") >> "$OUT/validate.txt" 2>&1
 VARIANTS=(
   "c2-s4-epi1-g16=CLUSTER=2,STAGES=4,EPI=1,GROUP_M=16"
@@ -25,11 +25,11 @@ VARIANTS=(
   "c2-s4-epi1-g8=CLUSTER=2,STAGES=4,EPI=1,GROUP_M=8"
 )
 args=(); for v in "${VARIANTS[@]}"; do args+=(--variant "$v"); done
-timeout 25 python3 docs/validation/g19_bench.py --out "$SO" "${args[@]}" --with-ws --build-only >> "$OUT/bench.txt" 2>&1
-echo "== $(date -u) built rc $? (t=${SECONDS}s)" >> "$OUT/log.txt"
+timeout 40 python3 docs/validation/g19_bench.py --out "$SO" "${args[@]}" --with-ws --build-only >> "$OUT/bench.txt" 2>&1
+rc=$?; echo "== $(date -u) built rc $rc (t=${SECONDS}s)" >> "$OUT/log.txt"
 for v in "${VARIANTS[@]}" ws; do
   if [ "$SECONDS" -gt 138 ]; then echo "== skipped ${v%%=*}: out of time" >> "$OUT/log.txt"; continue; fi
   if [ "$v" = ws ]; then a=(--with-ws); else a=(--variant "$v"); fi
   timeout 11 python3 docs/validation/g19_bench.py --out "$SO" "${a[@]}" 2>&1 | grep -v '^##\|^built' >> "$OUT/bench.txt"
-  echo "== $(date -u) ${v%%=*} rc ${PIPESTATUS[0]} (t=${SECONDS}s)" >> "$OUT/log.txt"
+  rc=${PIPESTATUS[0]}; echo "== $(date -u) ${v%%=*} rc $rc (t=${SECONDS}s)" >> "$OUT/log.txt"
 done

@@ -45,9 +45,11 @@ def build(name: str, src: str, defines: list[str], out: str) -> tuple[str, str, 
         *[f"-D{d}" for d in defines],
         src,
         "-o",
-        so,
+        so + ".part",
     ]
     r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == 0:  # only a complete library gets the name that later runs look for
+        os.replace(so + ".part", so)
     log = "\n".join(
         ln
         for ln in (r.stdout + r.stderr).splitlines()
