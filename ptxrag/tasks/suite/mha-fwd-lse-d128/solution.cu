@@ -143,8 +143,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t base = (ptxrag::smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t q_tile = base;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = threadIdx.x / 128;
-  const int nq = (seq + BM - 1) / BM;
-  const int qb = CAUSAL ? nq - 1 - (int)blockIdx.x : (int)blockIdx.x;  // causal: heaviest blocks first
+  const int qb = CAUSAL ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;  // causal: heaviest blocks first
   const int bh = blockIdx.y;
   const int nkv_all = (seq + BN - 1) / BN;
   const int nkv = CAUSAL ? min(nkv_all, (qb * BM + BM - 1) / BN + 1) : nkv_all;
