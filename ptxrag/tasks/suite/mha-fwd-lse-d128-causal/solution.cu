@@ -1,4 +1,5 @@
-// Reference solution: FlashAttention-3-style multi-head attention forward with log-sum-exp, head dim 128, bf16.
+// Reference solution: FlashAttention-3-style CAUSAL multi-head attention forward with log-sum-exp, head dim 128,
+// bf16 (the non-causal task's kernel with FA_CAUSAL 1).
 // O = softmax(Q K^T / sqrt(128)) V per (batch, head); LSE = natural-log log-sum-exp of each row of the scaled
 // scores. One CTA per 128-query block of one (batch, head), three warpgroups:
 //   warpgroup 0, the producer: setmaxnreg.dec to 24 registers; one thread loads the Q block once and streams

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# H200 run for issue 20 (forward pass): the mha-fwd-lse-d128 and -causal reference kernels, their diagnostic
+# variants and all twelve controls through a standalone harness (docs/validation/a20-mha-fwd-harness.py:
+# float64 reference, NaN-poisoned outputs, cuDNN timed by the same function), then `ptxrag tasks validate` on
+# the two tasks with whatever is left of the 150 s. Everything goes to $OUT as it happens.
+#   A20_MODE=validate bash docs/validation/a20-device.sh   only the `tasks validate` part (a second run)
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+OUT="${OUT:-/tmp/a20-out}"
+mkdir -p "$OUT"
+T0=$(date +%s)
+left() { echo $((145 - ($(date +%s) - T0))); }
+log() { echo "== $(date -u +%T) +$(($(date +%s) - T0))s $*" | tee -a "$OUT/log.txt"; }
+H=docs/validation/a20-mha-fwd-harness.py
+NC=mha-fwd-lse-d128
+CA=mha-fwd-lse-d128-causal
+S=ptxrag/tasks/suite
+
+validate() {
+  source scripts/gpu-env.sh > "$OUT/gpu-env.txt" 2>&1
+  export PTXRAG_HOME=/tmp/ph-a20
+  local t
+  t=$(left)
+  [ "$t" -gt 20 ] || { log "no time left for tasks validate"; return; }
+  log "tasks validate $NC $CA (timeout ${t}s)"
+  timeout "$t" python3 -m ptxrag tasks validate $NC $CA --stage-timeout 10 --record-counts \
+    --save-json "$OUT/validate.json" > "$OUT/validate.txt" 2>&1
+  log "tasks validate rc=$?"
+  for x in $NC $CA; do cp "$S/$x/execution-counts.json" "$OUT/$x.execution-counts.json" 2>/dev/null; done
+}
+
+log "start $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) nvcc $(nvcc --version | tail -1)"
+if [ "${A20_MODE:-}" = validate ]; then
+  validate
+  log done
+  exit 0
+fi
+
+B=/tmp/a20-build
+rm -rf "$B"
+mkdir -p "$B"
+build() {  # build NAME SOURCE [flags]: build $B/NAME.so, ptxas report in $B/NAME.log
+  local name=$1 src=$2
+  shift 2
+  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -shared -Xcompiler -fPIC -lineinfo \
+    -Iptxrag/sandbox/abi -Iptxrag/corpus/templates -Xptxas -v "$@" "$src" -o "$B/$name.so" > "$B/$name.log" 2>&1
+  echo "rc=$?" >> "$B/$name.log"
+}
+# diagnostic copy: the V descriptor's LBO and SBO exchanged (tells a wrong N-major descriptor from other bugs)
+sed 's/make_smem_desc(v_tile + kk \* 2048, BOX_BYTES, 1024,/make_smem_desc(v_tile + kk * 2048, 1024, BOX_BYTES,/' \
+  "$S/$NC/solution.cu" > "$B/vswap.cu"
+log "compile"
+for t in nc ca; do
+  [ $t = nc ] && d=$NC || d=$CA
+  build $t-sol "$S/$d/solution.cu" &
+  build $t-st3 "$S/$d/solution.cu" -DFA_STAGES=3 &
+  build $t-noov "$S/$d/solution.cu" -DFA_OVERLAP=0 &
+  for c in "$S/$d"/controls/*.cu; do build "$t-ctl-$(basename "$c" .cu)" "$c" & done
+done
+build nc-vswap "$B/vswap.cu" &
+wait
+for f in "$B"/*.log; do echo "## $(basename "$f" .log)"; grep -E "error|warning|Used|spill|rc=" "$f"; done > "$OUT/compile.txt"
+log "compiled: $(grep -c 'rc=0' "$OUT/compile.txt") ok of $(ls "$B"/*.log | wc -l)"
+
+log "reference kernels and variants (3 stages, no overlap, V descriptor swapped): check shapes + timing shape, timing"
+timeout 45 python3 $H check $NC "$B/nc-sol.so" "$B/nc-st3.so" "$B/nc-noov.so" "$B/nc-vswap.so" --big --time \
+  > "$OUT/sol-$NC.jsonl" 2> "$OUT/sol-$NC.err"
+log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$NC.jsonl") passed lines"
+timeout 40 python3 $H check $CA "$B/ca-sol.so" "$B/ca-st3.so" "$B/ca-noov.so" --big --time \
+  > "$OUT/sol-$CA.jsonl" 2> "$OUT/sol-$CA.err"
+log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$CA.jsonl") passed lines"
+
+log "cuDNN baseline"
+timeout 35 python3 $H baseline $NC $CA > "$OUT/cudnn.jsonl" 2> "$OUT/cudnn.err"
+log "rc=$?"
+
+log "controls (6 at a time, 20 s each; the deadlock one is stopped by its timeout)"
+run_ctl() {
+  local so=$1 task=$2 n
+  n=$(basename "$so" .so)
+  timeout 20 python3 $H check "$task" "$so" > "$OUT/ctl-$n.jsonl" 2> "$OUT/ctl-$n.err"
+  echo "$n rc=$?" >> "$OUT/controls.txt"
+}
+i=0
+for so in "$B"/nc-ctl-*.so "$B"/ca-ctl-*.so; do
+  case $so in *nc-ctl-*) task=$NC ;; *) task=$CA ;; esac
+  run_ctl "$so" "$task" &
+  i=$((i + 1))
+  [ $((i % 6)) -eq 0 ] && wait
+done
+wait
+log "controls done (rc 124 = timed out)"
+
+validate
+log done
