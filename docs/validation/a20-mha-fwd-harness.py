@@ -176,13 +176,6 @@ def cmd_check(task: str, sos: list[str], timed: bool, big: bool) -> int:
     return 0 if ok else 1
 
 
-def cudnn_fwd(q, k, v, causal: bool):
-    res = torch.ops.aten._scaled_dot_product_cudnn_attention(
-        q, k, v, None, True, 0.0, causal, False, scale=1 / math.sqrt(q.shape[-1])
-    )
-    return res[0], res[1]
-
-
 def cmd_baseline(task: str) -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa

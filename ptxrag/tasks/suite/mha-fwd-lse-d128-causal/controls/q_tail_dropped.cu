@@ -24,28 +24,6 @@ constexpr uint32_t BOX_BYTES = 128 * 64 * 2;      // one 128-row x 64-column bf1
 constexpr uint32_t TILE_BYTES = 2 * BOX_BYTES;    // a 128 x 128 tile (Q, K or V): 32 KB
 constexpr int SMEM_BYTES = (1 + 2 * STAGES) * TILE_BYTES + 1024;
 
-// O (+)= P V for one k16 step: A = P from registers (four bf16x2 per thread, the m64nNk16 A fragment), B = V
-// from shared memory N-major (imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_pv(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-      "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, "
-      "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n\t}"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b)
-      : "memory");
-}
-
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -68,12 +46,13 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_tile, uint32
   }
 }
 
-// O += P V: 8 k16 steps over the 128 keys; P's fragment for keys 16kk..16kk+15 is s[8kk..8kk+7] packed.
+// O += P V: 8 k16 steps over the 128 keys; P's fragment for keys 16kk..16kk+15 is s[8kk..8kk+7] packed;
+// A from registers (wgmma_bf16_rs), V N-major (TransB = 1).
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[32], uint32_t v_tile) {
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const uint32_t a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    wgmma_pv(o, a, ptxrag::make_smem_desc(v_tile + kk * 2048, BOX_BYTES, 1024, ptxrag::SmemSwizzle::B128));
+    ptxrag::wgmma_bf16_rs<128, 1>(o, a, ptxrag::make_smem_desc(v_tile + kk * 2048, BOX_BYTES, 1024, ptxrag::SmemSwizzle::B128));
   }
 }
 
