@@ -55,6 +55,8 @@ for t in nc ca; do
   build $t-sol "$S/$d/solution.cu" &
   build $t-st3 "$S/$d/solution.cu" -DFA_STAGES=3 &
   build $t-noov "$S/$d/solution.cu" -DFA_OVERLAP=0 &
+  build $t-pp "$S/$d/solution.cu" -DFA_PINGPONG=1 &
+  build $t-pp3 "$S/$d/solution.cu" -DFA_PINGPONG=1 -DFA_STAGES=3 &
   for c in "$S/$d"/controls/*.cu; do build "$t-ctl-$(basename "$c" .cu)" "$c" & done
 done
 build nc-vswap "$B/vswap.cu" &
@@ -62,11 +64,11 @@ wait
 for f in "$B"/*.log; do echo "## $(basename "$f" .log)"; grep -E "error|warning|Used|spill|rc=" "$f"; done > "$OUT/compile.txt"
 log "compiled: $(grep -c 'rc=0' "$OUT/compile.txt") ok of $(ls "$B"/*.log | wc -l)"
 
-log "reference kernels and variants (3 stages, no overlap, V descriptor swapped): check shapes + timing shape, timing"
-timeout 45 python3 $H check $NC "$B/nc-sol.so" "$B/nc-st3.so" "$B/nc-noov.so" "$B/nc-vswap.so" --big --time \
+log "reference kernels and variants (3 stages, no overlap, ping-pong, V descriptor swapped): check shapes + timing shape, timing"
+timeout 45 python3 $H check $NC "$B/nc-sol.so" "$B/nc-st3.so" "$B/nc-noov.so" "$B/nc-pp.so" "$B/nc-pp3.so" "$B/nc-vswap.so" --big --time \
   > "$OUT/sol-$NC.jsonl" 2> "$OUT/sol-$NC.err"
 log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$NC.jsonl") passed lines"
-timeout 40 python3 $H check $CA "$B/ca-sol.so" "$B/ca-st3.so" "$B/ca-noov.so" --big --time \
+timeout 40 python3 $H check $CA "$B/ca-sol.so" "$B/ca-st3.so" "$B/ca-noov.so" "$B/ca-pp.so" "$B/ca-pp3.so" --big --time \
   > "$OUT/sol-$CA.jsonl" 2> "$OUT/sol-$CA.err"
 log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$CA.jsonl") passed lines"
 

@@ -17,6 +17,9 @@
 #ifndef FA_OVERLAP
 #define FA_OVERLAP 1
 #endif
+#ifndef FA_PINGPONG
+#define FA_PINGPONG 0
+#endif
 
 constexpr bool CAUSAL = FA_CAUSAL != 0;
 constexpr int BM = 128, BN = 128, HD = 128, STAGES = FA_STAGES;
@@ -200,11 +203,22 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto release = [&](int j) {
     if (lane == 0) ptxrag::mbarrier_arrive(ptxrag::smem_u32(&empty[j % STAGES]));
   };
+  // FA_PINGPONG: the two consumer warpgroups take turns issuing their wgmma (named barriers 3 and 4, 256
+  // threads: 128 arrivals of the other warpgroup + 128 of this one), so one's softmax overlaps the other's GEMMs
+  auto turn_wait = [&]() {
+    if (FA_PINGPONG) asm volatile("bar.sync %0, 256;" ::"r"(3 + cw) : "memory");
+  };
+  auto turn_pass = [&]() {
+    if (FA_PINGPONG) asm volatile("bar.arrive %0, 256;" ::"r"(4 - cw) : "memory");
+  };
+  if (FA_PINGPONG && cw == 1) turn_pass();  // warpgroup 1 lets warpgroup 0 go first
 
 #if FA_OVERLAP
   // block 0: scores and softmax; then each iteration issues S_{j} and P_{j-1} V_{j-1} together
   wait_k(0);
+  turn_wait();
   issue_qk(s, my_q, k_tile(0));
+  turn_pass();
   ptxrag::wgmma_fence_operands(s);
   if (nkv == 1) mask_block(s, 0, row0, lane, seq);
   softmax_block(s, m, rs, alpha, sl2);
@@ -213,9 +227,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   to_bf16(s, p);
   for (int j = 1; j < nkv; ++j) {
     wait_k(j);
+    if (FA_PINGPONG) wait_v(j - 1);  // both operands present before taking the turn
+    turn_wait();
     issue_qk(s, my_q, k_tile(j));
     wait_v(j - 1);
     issue_pv(o, p, k_tile(j - 1) + TILE_BYTES);
+    turn_pass();
     ptxrag::wgmma_fence_operands(s);
     if (j == nkv - 1) mask_block(s, j * BN, row0, lane, seq);
     softmax_block(s, m, rs, alpha, sl2);
@@ -228,7 +245,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     to_bf16(s, p);
   }
   wait_v(nkv - 1);
+  turn_wait();
   issue_pv(o, p, k_tile(nkv - 1) + TILE_BYTES);
+  if (cw == 0) turn_pass();  // warpgroup 1's last pass would have no taker: turns balance at nkv + 1 each
   ptxrag::wgmma_fence_operands(o);
   release(nkv - 1);
 #else
