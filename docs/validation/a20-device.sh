@@ -77,9 +77,9 @@ timeout 35 python3 $H baseline $NC $CA > "$OUT/cudnn.jsonl" 2> "$OUT/cudnn.err"
 log "rc=$?"
 
 log "ping-pong variants (own processes: a hang there must not cost the results above)"
-timeout 25 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" --time > "$OUT/pp-$NC.jsonl" 2> "$OUT/pp-$NC.err" &
-timeout 25 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" --time > "$OUT/pp-$CA.jsonl" 2> "$OUT/pp-$CA.err"
-wait
+timeout 20 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" --time > "$OUT/pp-$NC.jsonl" 2> "$OUT/pp-$NC.err"
+log "rc=$?"
+timeout 20 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" --time > "$OUT/pp-$CA.jsonl" 2> "$OUT/pp-$CA.err"
 log "rc=$?"
 
 log "controls (6 at a time, 20 s each; the deadlock one is stopped by its timeout)"
