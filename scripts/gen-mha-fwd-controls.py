@@ -121,7 +121,7 @@ COPY_TILE = r"""
 // boxes the consumers' descriptors expect, zero past seq; all 128 producer threads take part.
 __device__ __forceinline__ void copy_tile(uint32_t dst, const __nv_bfloat16* head, int r0, int seq) {
   const int t = threadIdx.x;
-#pragma unroll 4
+#pragma unroll 1
   for (int idx = t; idx < 128 * 16; idx += 128) {
     const int r = idx / 16, c = idx % 16, box = c / 8, cc = c % 8;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -135,7 +135,7 @@ __device__ __forceinline__ void copy_tile(uint32_t dst, const __nv_bfloat16* hea
 """
 
 PRODUCER_DEAD = r"""  if (wg == 0) {
-    ptxrag::setmaxnreg_dec<40>();
+    ptxrag::setmaxnreg_dec<24>();  // 24 x 128 + 240 x 256 = 64512 registers: the pool the consumers grow into
     // all 128 producer threads copy with plain loads and arrive (barrier counts 128); the TMA branch below
     // is compiled in but taken only when use_tma (passed as b*h < 0) holds, which it never does
     const size_t hoff = (size_t)bh * seq * HD;
