@@ -2,7 +2,9 @@
 # H200 run for issue 20 (forward pass): the mha-fwd-lse-d128 and -causal reference kernels, their diagnostic
 # variants and all twelve controls through a standalone harness (docs/validation/a20-mha-fwd-harness.py:
 # float64 reference, NaN-poisoned outputs, cuDNN timed by the same function), then `ptxrag tasks validate` on
-# the two tasks with whatever is left of the 150 s. Everything goes to $OUT as it happens.
+# the two tasks with whatever is left of the 150 s. The device returns only a few files, so $OUT holds at
+# most seven: log.txt, compile.txt, results.jsonl (every harness line, tagged with its step), stderr.txt,
+# validate.txt, validate.json, counts.txt; results.jsonl and stderr.txt are rebuilt after every step.
 #   A20_MODE=validate bash docs/validation/a20-device.sh   only the `tasks validate` part (a second run)
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
@@ -12,12 +14,24 @@ T0=$(date +%s)
 left() { echo $((145 - ($(date +%s) - T0))); }
 log() { echo "== $(date -u +%T) +$(($(date +%s) - T0))s $*" | tee -a "$OUT/log.txt"; }
 H=docs/validation/a20-mha-fwd-harness.py
+R=/tmp/a20-res
+rm -rf "$R"
+mkdir -p "$R"
+collect() {  # every step's JSON lines into one file, tagged; the stderr tails into another
+  for f in "$R"/*.jsonl; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f" .jsonl)
+    sed "s/^{/{\"step\": \"$n\", /" "$f"
+  done > "$OUT/results.jsonl"
+  for f in "$R"/*.err; do [ -s "$f" ] && { echo "## $(basename "$f")"; tail -20 "$f"; }; done > "$OUT/stderr.txt" 2>/dev/null
+  [ -f "$R/controls.txt" ] && cat "$R/controls.txt" >> "$OUT/log.txt" && rm -f "$R/controls.txt"
+}
 NC=mha-fwd-lse-d128
 CA=mha-fwd-lse-d128-causal
 S=ptxrag/tasks/suite
 
 validate() {
-  source scripts/gpu-env.sh > "$OUT/gpu-env.txt" 2>&1
+  source scripts/gpu-env.sh >> "$OUT/log.txt" 2>&1
   export PTXRAG_HOME=/tmp/ph-a20
   local t
   t=$(left)
@@ -26,7 +40,7 @@ validate() {
   timeout "$t" python3 -m ptxrag tasks validate $NC $CA --stage-timeout 10 --record-counts \
     --save-json "$OUT/validate.json" > "$OUT/validate.txt" 2>&1
   log "tasks validate rc=$?"
-  for x in $NC $CA; do cp "$S/$x/execution-counts.json" "$OUT/$x.execution-counts.json" 2>/dev/null; done
+  for x in $NC $CA; do echo "## $x"; cat "$S/$x/execution-counts.json" 2>/dev/null; done > "$OUT/counts.txt"
 }
 
 log "start $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) nvcc $(nvcc --version | tail -1)"
@@ -66,22 +80,25 @@ log "compiled: $(grep -c 'rc=0' "$OUT/compile.txt") ok of $(ls "$B"/*.log | wc -
 
 log "reference kernels and variants (3 stages, no overlap, V descriptor swapped): check shapes + timing shape, timing"
 timeout 45 python3 $H check $NC "$B/nc-sol.so" "$B/nc-st3.so" "$B/nc-noov.so" "$B/nc-vswap.so" --big --time \
-  > "$OUT/sol-$NC.jsonl" 2> "$OUT/sol-$NC.err"
-log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$NC.jsonl") passed lines"
+  > "$R/sol-$NC.jsonl" 2> "$R/sol-$NC.err"
+log "rc=$? $(grep -c '"passed": true' "$R/sol-$NC.jsonl") passed lines"
+collect
 timeout 40 python3 $H check $CA "$B/ca-sol.so" "$B/ca-st3.so" "$B/ca-noov.so" --big --time \
-  > "$OUT/sol-$CA.jsonl" 2> "$OUT/sol-$CA.err"
-log "rc=$? $(grep -c '"passed": true' "$OUT/sol-$CA.jsonl") passed lines"
+  > "$R/sol-$CA.jsonl" 2> "$R/sol-$CA.err"
+log "rc=$? $(grep -c '"passed": true' "$R/sol-$CA.jsonl") passed lines"
+collect
 
 log "cuDNN baseline"
-timeout 35 python3 $H baseline $NC $CA > "$OUT/cudnn.jsonl" 2> "$OUT/cudnn.err"
+timeout 35 python3 $H baseline $NC $CA > "$R/cudnn.jsonl" 2> "$R/cudnn.err"
 log "rc=$?"
+collect
 
 log "controls (6 at a time, 20 s each; the deadlock one is stopped by its timeout)"
 run_ctl() {
   local so=$1 task=$2 n
   n=$(basename "$so" .so)
-  timeout 20 python3 $H check "$task" "$so" > "$OUT/ctl-$n.jsonl" 2> "$OUT/ctl-$n.err"
-  echo "$n rc=$?" >> "$OUT/controls.txt"
+  timeout 20 python3 $H check "$task" "$so" > "$R/ctl-$n.jsonl" 2> "$R/ctl-$n.err"
+  echo "$n rc=$?" >> "$R/controls.txt"
 }
 i=0
 for so in "$B"/nc-ctl-*.so "$B"/ca-ctl-*.so; do
@@ -92,13 +109,15 @@ for so in "$B"/nc-ctl-*.so "$B"/ca-ctl-*.so; do
 done
 wait
 log "controls done (rc 124 = timed out)"
+collect
 
 if [ "$(left)" -gt 45 ]; then
   log "ping-pong variants (own processes: a hang there must not cost the results above)"
-  timeout 20 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" --time > "$OUT/pp-$NC.jsonl" 2> "$OUT/pp-$NC.err"
+  timeout 20 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" --time > "$R/pp-$NC.jsonl" 2> "$R/pp-$NC.err"
   log "rc=$?"
-  timeout 20 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" --time > "$OUT/pp-$CA.jsonl" 2> "$OUT/pp-$CA.err"
+  timeout 20 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" --time > "$R/pp-$CA.jsonl" 2> "$R/pp-$CA.err"
   log "rc=$?"
+  collect
 else
   log "skipped the ping-pong variants: $(left) s left"
 fi
