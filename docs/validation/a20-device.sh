@@ -5,7 +5,8 @@
 # the two tasks with whatever is left of the 150 s. The device returns only a few files, so $OUT holds at
 # most seven: log.txt, compile.txt, results.jsonl (every harness line, tagged with its step), stderr.txt,
 # validate.txt, validate.json, counts.txt; results.jsonl and stderr.txt are rebuilt after every step.
-#   A20_MODE=validate bash docs/validation/a20-device.sh   only the `tasks validate` part (a second run)
+#   A20_MODE=validate bash docs/validation/a20-device.sh   the unit-wgmma-rs GPU test, then only the
+#   `tasks validate` part (a second run)
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/a20-out}"
@@ -45,6 +46,11 @@ validate() {
 
 log "start $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) nvcc $(nvcc --version | tail -1)"
 if [ "${A20_MODE:-}" = validate ]; then
+  source scripts/gpu-env.sh >> "$OUT/log.txt" 2>&1
+  log "unit-wgmma-rs (register-A wgmma, N-major B) through the sandbox"
+  PTXRAG_HOME=/tmp/ph-a20 timeout 40 python3 -m pytest -m gpu tests/test_corpus_units_gpu.py -k unit-wgmma-rs -q \
+    -p no:cacheprovider >> "$OUT/log.txt" 2>&1
+  log "unit-wgmma-rs rc=$?"
   validate
   log done
   exit 0
