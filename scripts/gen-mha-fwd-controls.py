@@ -305,10 +305,19 @@ PER_TASK = {
     ],
 }
 
-for task, names in PER_TASK.items():
-    sol = (SUITE / task / "solution.cu").read_text()
-    (SUITE / task / "controls").mkdir(exist_ok=True)
-    for n in names:
-        out = control(sol, HEADS[n], FNS[n])
-        (SUITE / task / "controls" / f"{n}.cu").write_text(out)
-        print("wrote", task, n)
+
+def outputs() -> dict[Path, str]:
+    """Every control file's path and text, generated from the current solutions."""
+    out = {}
+    for task, names in PER_TASK.items():
+        sol = (SUITE / task / "solution.cu").read_text()
+        for n in names:
+            out[SUITE / task / "controls" / f"{n}.cu"] = control(sol, HEADS[n], FNS[n])
+    return out
+
+
+if __name__ == "__main__":
+    for path, text in outputs().items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        print("wrote", path.relative_to(SUITE))
