@@ -6,7 +6,7 @@
 # most seven: log.txt, compile.txt, results.jsonl (every harness line, tagged with its step), stderr.txt,
 # validate.txt, validate.json, counts.txt; results.jsonl and stderr.txt are rebuilt after every step.
 #   A20_MODE=validate bash docs/validation/a20-device.sh   only `tasks validate` of the two tasks (a second
-#   run), then the unit-wgmma-rs GPU test if time is left
+#   run), then the unit-wgmma-rs GPU test if time is left; A20_TASKS="mha-fwd-lse-d128" validates one task
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/a20-out}"
@@ -39,8 +39,10 @@ validate() {
   local t
   t=$(left)
   [ "$t" -gt 20 ] || { log "no time left for tasks validate"; return; }
-  log "tasks validate $NC $CA (timeout ${t}s)"
-  timeout "$t" python3 -m ptxrag tasks validate $NC $CA --stage-timeout 15 --record-counts \
+  local tasks="${A20_TASKS:-$NC $CA}"
+  log "tasks validate $tasks (timeout ${t}s)"
+  # shellcheck disable=SC2086
+  timeout "$t" python3 -m ptxrag tasks validate $tasks --stage-timeout 15 --record-counts \
     --save-json "$OUT/validate.json" > "$OUT/validate.txt" 2>&1
   log "tasks validate rc=$?"
   for x in $NC $CA; do echo "## $x"; cat "$S/$x/execution-counts.json" 2>/dev/null; done > "$OUT/counts.txt"
