@@ -83,6 +83,9 @@ for t in nc ca; do
   build $t-noov "$S/$d/solution.cu" -DFA_OVERLAP=0 &
   build $t-pp "$S/$d/solution.cu" -DFA_PINGPONG=1 &
   build $t-pp3 "$S/$d/solution.cu" -DFA_PINGPONG=1 -DFA_STAGES=3 &
+  [ $t = nc ] && cz=0 || cz=1
+  build $t-pers docs/validation/a20-variants/mha_fwd_persistent.cu -DFA_CAUSAL=$cz &
+  build $t-perspp docs/validation/a20-variants/mha_fwd_persistent.cu -DFA_CAUSAL=$cz -DFA_PINGPONG=1 &
   for c in "$S/$d"/controls/*.cu; do build "$t-ctl-$(basename "$c" .cu)" "$c" & done
 done
 build nc-vswap "$B/vswap.cu" &
@@ -105,33 +108,39 @@ timeout 35 python3 $H baseline $NC $CA > "$R/cudnn.jsonl" 2> "$R/cudnn.err"
 log "rc=$?"
 collect
 
-log "controls (6 at a time, 20 s each; the deadlock one is stopped by its timeout)"
-run_ctl() {
-  local so=$1 task=$2 n
-  n=$(basename "$so" .so)
-  timeout 20 python3 $H check "$task" "$so" > "$R/ctl-$n.jsonl" 2> "$R/ctl-$n.err"
-  echo "$n rc=$?" >> "$R/controls.txt"
-}
-i=0
-for so in "$B"/nc-ctl-*.so "$B"/ca-ctl-*.so; do
-  case $so in *nc-ctl-*) task=$NC ;; *) task=$CA ;; esac
-  run_ctl "$so" "$task" &
-  i=$((i + 1))
-  [ $((i % 6)) -eq 0 ] && wait
-done
-wait
-log "controls done (rc 124 = timed out)"
-collect
-
-if [ "$(left)" -gt 45 ]; then
-  log "ping-pong variants (own processes: a hang there must not cost the results above)"
-  timeout 20 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" --time > "$R/pp-$NC.jsonl" 2> "$R/pp-$NC.err"
+if [ "$(left)" -gt 40 ]; then
+  log "ping-pong and persistent variants (own processes: a hang there must not cost the results above)"
+  timeout 20 python3 $H check $NC "$B/nc-pp.so" "$B/nc-pp3.so" "$B/nc-pers.so" "$B/nc-perspp.so" --time \
+    > "$R/pp-$NC.jsonl" 2> "$R/pp-$NC.err"
   log "rc=$?"
-  timeout 20 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" --time > "$R/pp-$CA.jsonl" 2> "$R/pp-$CA.err"
+  timeout 20 python3 $H check $CA "$B/ca-pp.so" "$B/ca-pp3.so" "$B/ca-pers.so" "$B/ca-perspp.so" --time \
+    > "$R/pp-$CA.jsonl" 2> "$R/pp-$CA.err"
   log "rc=$?"
   collect
 else
   log "skipped the ping-pong variants: $(left) s left"
+fi
+
+if [ "$(left)" -gt 30 ]; then
+  log "controls (6 at a time, 20 s each; the deadlock one is stopped by its timeout)"
+  run_ctl() {
+    local so=$1 task=$2 n
+    n=$(basename "$so" .so)
+    timeout 20 python3 $H check "$task" "$so" > "$R/ctl-$n.jsonl" 2> "$R/ctl-$n.err"
+    echo "$n rc=$?" >> "$R/controls.txt"
+  }
+  i=0
+  for so in "$B"/nc-ctl-*.so "$B"/ca-ctl-*.so; do
+    case $so in *nc-ctl-*) task=$NC ;; *) task=$CA ;; esac
+    run_ctl "$so" "$task" &
+    i=$((i + 1))
+    [ $((i % 6)) -eq 0 ] && wait
+  done
+  wait
+  log "controls done (rc 124 = timed out)"
+  collect
+else
+  log "skipped the controls: $(left) s left"
 fi
 
 validate
