@@ -143,5 +143,6 @@ else
   log "skipped the controls: $(left) s left"
 fi
 
+python3 docs/validation/a20-summarize.py "$OUT/results.jsonl" >> "$OUT/log.txt" 2>&1
 validate
 log done
