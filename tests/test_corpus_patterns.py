@@ -196,13 +196,17 @@ def test_every_shipped_pattern_is_the_one_chosen_for_its_own_requirements():
 
 
 def test_suite_tasks_get_the_pattern_their_required_instructions_call_for():
-    chosen = {t.id: pattern_for(t.required_ptx, t.family) for t in list_tasks()}
+    tasks = {t.id: t for t in list_tasks()}
+    chosen = {tid: pattern_for(t.required_ptx, t.family) for tid, t in tasks.items()}
     for tid, p in chosen.items():
         if p is not None:
-            assert p.fits(next(t for t in list_tasks() if t.id == tid).required_ptx, "")
+            assert p.fits(tasks[tid].required_ptx, tasks[tid].family)
     assert chosen["gemm-ws-setmaxnreg-bf16"].doc_id == "pattern-warp-specialized-pipeline"
     assert chosen["gemm-tma-multicast-bf16"].doc_id == "pattern-tma-multicast-cluster"
     assert chosen["tma-bias-scale-2d"].doc_id == "pattern-tma-store-epilogue"
     assert chosen["warp-reduce-redux"] is None and chosen["gemm-mma-sync-sm80"] is None
-    # no suite task is an attention task: the FA3 pattern is not chosen for a GEMM
-    assert all(p is None or p.doc_id != "pattern-fa3-attention-pipeline" for p in chosen.values())
+    # the attention tasks get the FA3 pattern (limited to their family); no GEMM does
+    for tid in ("mha-fwd-lse-d128", "mha-fwd-lse-d128-causal"):
+        assert chosen[tid] is not None and chosen[tid].doc_id == "pattern-fa3-attention-pipeline"
+    fa3 = [tid for tid, p in chosen.items() if p is not None and p.doc_id == "pattern-fa3-attention-pipeline"]
+    assert all(tasks[tid].family == "attention" for tid in fa3)

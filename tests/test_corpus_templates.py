@@ -89,6 +89,15 @@ def test_every_wgmma_shape_and_dtype_is_in_sass(all_sass):
         assert any(op.startswith(f"QGMMA.64x{n}x32.F32.E4M3.E4M3") for op in ops)
 
 
+def test_register_a_wgmma_reaches_sass(all_sass):
+    """wgmma_bf16_rs / wgmma_f16_rs: the A operand is a register range in SASS (``HGMMA ... Rd, Ra, gdesc[..]``),
+    not a second descriptor, for every N."""
+    insns = [i for body in all_sass[0].kernels.values() for i in body if "GMMA" in i]
+    reg_a = re.compile(r"HGMMA\.64x(\d+)x16\.F32\S* R\d+, R\d+, gdesc\[")
+    ns = {int(m.group(1)) for i in insns if (m := reg_a.search(i))}
+    assert ns == set(WGMMA_NS)
+
+
 def test_unit_tasks_load_through_the_task_search_path(monkeypatch):
     monkeypatch.setenv("PTXRAG_TASKS_PATH", str(UNIT))
     ids = {t.id for t in list_tasks()}

@@ -163,3 +163,27 @@ def test_cli_lists_and_shows_the_suite() -> None:
     res = runner.invoke(app, ["tasks", "show", "gemm-tma-multicast-bf16"])
     assert res.exit_code == 0, res.output
     assert "multicast::cluster" in res.output and "controls/dead_multicast.cu" in res.output
+
+
+def test_generated_attention_controls_are_current() -> None:
+    """The mha-fwd controls are the reference plus one planted bug each (scripts/gen-mha-fwd-controls.py): after
+    a solution changes they must be regenerated, or they would test a kernel the reference no longer is."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen-mha-fwd-controls.py"
+    spec = importlib.util.spec_from_file_location("gen_mha_fwd_controls", script)
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    generated = gen.outputs()
+    assert len(generated) == 12
+    for path, text in generated.items():
+        assert path.read_text() == text, f"{path.name} is stale: run python scripts/gen-mha-fwd-controls.py"
+        solution = (path.parents[1] / "solution.cu").read_text()
+        assert text != solution and text.lstrip().startswith("// Control")
+    declared = {
+        load_task(t).path(c.file)
+        for t in ("mha-fwd-lse-d128", "mha-fwd-lse-d128-causal")
+        for c in load_task(t).controls
+    }
+    assert declared == set(generated), "every generated control is declared in its task.toml, and only those"

@@ -120,11 +120,14 @@ __device__ void run_wgmma(const void* a, const void* b, float* out) {
   for (int i = 0; i < N / 2; ++i) d[i] = 0.f;
   const uint64_t da = make_smem_desc_kmajor(smem_u32(a), SmemSwizzle::B128);
   const uint64_t db = make_smem_desc(smem_u32(b), 16, 8 * smem_swizzle_bytes(SmemSwizzle::B64), SmemSwizzle::B64);
+  const uint32_t ar[4] = {pack_bf16x2(threadIdx.x, 1.f), pack_bf16x2(2.f, 3.f), threadIdx.x, 7u};  // register A
   wgmma_fence();
   wgmma_bf16<N>(d, da, db, 0);
   wgmma_bf16<N, 0, 1>(d, smem_desc_advance(da, 32), db, 1);
   wgmma_f16<N, 1, 0>(d, da, make_smem_desc(smem_u32(b), 128, 256, SmemSwizzle::None), 1);
   wgmma_e4m3<N>(d, da, make_smem_desc(smem_u32(b), 16, 256, SmemSwizzle::B32), 1);
+  wgmma_bf16_rs<N, 1>(d, ar, make_smem_desc(smem_u32(b), 16384, 1024, SmemSwizzle::B128), 1);
+  wgmma_f16_rs<N>(d, ar, db, 1);
   wgmma_commit_group();
   wgmma_wait_group<0>();
   wgmma_fence_operands(d);
