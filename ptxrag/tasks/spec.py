@@ -187,6 +187,11 @@ class InitSpec(_Frozen):
 Dim = int | str
 
 
+class Tolerance(_Frozen):
+    atol: Annotated[float, Field(ge=0.0)] = 1e-5
+    rtol: Annotated[float, Field(ge=0.0)] = 1e-5
+
+
 class TensorSpec(_Frozen):
     """An input or output tensor: a name, a dtype and a shape made of dimension names or integers."""
 
@@ -194,6 +199,9 @@ class TensorSpec(_Frozen):
     dtype: Dtype
     shape: list[Dim]
     init: InitSpec = InitSpec()
+    #: an output's own |out - ref| <= atol + rtol |ref| (outputs of different precision in one task, e.g.
+    #: attention's bf16 o and fp32 lse); None: the task's tolerance
+    tolerance: Tolerance | None = None
 
     @field_validator("name")
     @classmethod
@@ -258,11 +266,6 @@ class ShapeSets(_Frozen):
         default_factory=list,
         description="indexes into `check` of the awkward shapes (not multiples of the natural tile)",
     )
-
-
-class Tolerance(_Frozen):
-    atol: Annotated[float, Field(ge=0.0)] = 1e-5
-    rtol: Annotated[float, Field(ge=0.0)] = 1e-5
 
 
 class TimingSpec(_Frozen):
@@ -373,8 +376,16 @@ class TaskSpec(_Frozen):
             raise ValueError(f"forbidden: unknown {bad}; known: {list(FORBIDDABLE)}")
         return v
 
+    def tolerance_of(self, output: str) -> Tolerance:
+        """The tolerance an output is checked with: its own, else the task's."""
+        own = next((t.tolerance for t in self.outputs if t.name == output), None)
+        return own or self.tolerance
+
     @model_validator(mode="after")
     def _dims_defined(self) -> TaskSpec:
+        for t in self.inputs:
+            if t.tolerance is not None:
+                raise ValueError(f"input {t.name!r}: a tolerance applies to outputs only")
         names = [t.name for t in (*self.inputs, *self.outputs)] + [s.name for s in self.scalars]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
