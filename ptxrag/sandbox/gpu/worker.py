@@ -423,7 +423,7 @@ class Worker:
 
     # -- comparison ---------------------------------------------------------------------------------------
     def compare(self, name: str, out: torch.Tensor, ref: torch.Tensor) -> dict:
-        spec = next((t for t in self.job["outputs"] if t["name"] == name), {})
+        spec: dict = next((t for t in self.job["outputs"] if t["name"] == name), {})
         tol = spec.get("tolerance") or self.job["tolerance"]  # the output's own, else the task's
         res: dict = {"output": name, "numel": out.numel()}
         if tuple(ref.shape) != tuple(out.shape):
