@@ -140,3 +140,19 @@ def test_report_has_per_task_cells_na_external_and_relative_transcript_links(stu
     links = re.findall(r'href="([^"]+)"', page)
     assert len(links) == 4 and all((tmp_path / "rep" / x).resolve().is_file() for x in links)
     assert "[transcript](../study/episodes/x0/t/transcript.md)" in md
+
+
+def test_bench_summary_table_says_na_where_no_episode_ran_the_gpu(study):
+    """The table ``ptxrag bench`` prints at the end: y never ran the GPU (n/a, not 0%); x has verdicts."""
+    from rich.console import Console
+
+    from ptxrag.cli.bench_cmd import _summary_table
+
+    con = Console(width=250, record=True)
+    con.print(_summary_table(study))
+    rows = {
+        line.split("│")[1].strip(): line for line in con.export_text().splitlines() if "anthropic:m" in line
+    }
+    assert set(rows) == {"x", "y"}
+    assert "n/a (GPU not run)" in rows["y"] and "0% (0/" not in rows["y"]
+    assert "25% (1/4) [5–70%]" in rows["x"] and "n/a" not in rows["x"]

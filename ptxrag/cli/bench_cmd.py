@@ -26,8 +26,9 @@ def _expand_tasks(names: list[str]) -> list[str]:
 
 
 def _summary_table(out: Path) -> Table:
+    from ptxrag.bench.formatting import stage
     from ptxrag.bench.metrics import aggregate
-    from ptxrag.bench.report import pct, short_models
+    from ptxrag.bench.report import short_models
     from ptxrag.bench.store import BenchStore
 
     with BenchStore(out, create=False) as store:
@@ -45,8 +46,9 @@ def _summary_table(out: Path) -> Table:
         t.add_column(col)
     for s in aggregate(rows, ("condition", "model")):
         t.add_row(
-            str(s.group["condition"]), str(s.group["model"]), str(s.episodes), pct(s.rates["static_ok"], False),
-            pct(s.rates["success"]), str(s.unverified), f"{s.mean_rounds:.1f}" if s.mean_rounds is not None else "–",
+            # success reads n/a, not 0%, where no episode of the group had its GPU stages run
+            str(s.group["condition"]), str(s.group["model"]), str(s.episodes), stage(s, "static_ok", False),
+            stage(s, "success"), str(s.unverified), f"{s.mean_rounds:.1f}" if s.mean_rounds is not None else "–",
         )  # fmt: skip
     return t
 
