@@ -92,7 +92,8 @@ class Sandbox:
         self._gpu = detect_gpu() if gpu is True else (gpu or None)
         self._idle: list[WorkerProcess] = []  # warm workers waiting for the next candidate
         self._idle_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _close_workers, self._idle)
+        # the finalizer lives in weakref's registry; it stops the workers when the sandbox is collected
+        weakref.finalize(self, _close_workers, self._idle)
 
     # -- the warm worker --------------------------------------------------------------------------------
     def _take_worker(self) -> WorkerProcess:
@@ -117,14 +118,6 @@ class Sandbox:
                 self._idle.append(w)
                 return
         w.close()
-
-    def warm_up(self) -> None:
-        """Start the GPU worker now (PyTorch import, CUDA context), so the first evaluation does not wait."""
-        if self._gpu is None or self._client is not None:
-            return
-        w = WorkerProcess(self.config)
-        w.begin_job()
-        self._release_worker(w)
 
     def close(self) -> None:
         """Stop the warm GPU worker(s). The sandbox stays usable: the next evaluation starts a new one."""

@@ -128,6 +128,9 @@ class TimingResult(StageResult):
     baseline_median_ms: float | None = None
     candidate_device_sync_median_ms: float | None = None
     baseline_device_sync_median_ms: float | None = None
+    baseline_cached: bool = Field(
+        False, description="the library's time was measured earlier by this warm worker, same task and shape"
+    )
     reps: int = 0
     speedup: float | None = Field(None, description="baseline time / candidate time")
     implausible: bool = Field(

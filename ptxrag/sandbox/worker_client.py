@@ -166,9 +166,6 @@ class WorkerProcess:
                     p.unlink(missing_ok=True)
         return True
 
-    def mark_broken(self) -> None:
-        self._broken = True
-
     def _copy_artifacts(self) -> None:
         if self.config.artifacts_dir is not None:
             dest = self.config.artifacts_dir
@@ -216,7 +213,17 @@ class WorkerProcess:
                 raise WorkerDied(self._death())
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
+        try:
+            reply = json.loads(line)
+        except ValueError as e:
+            # the result pipe carries only the worker's own replies; a line that is not one means the
+            # protocol is out of step, so this worker takes no further job
+            self._broken = True
+            raise WorkerDied(f"the GPU worker sent an unreadable reply while {doing}: {line[:200]!r}") from e
+        if not isinstance(reply, dict):
+            self._broken = True
+            raise WorkerDied(f"the GPU worker sent a reply that is not an object while {doing}")
+        return reply
 
     def _death(self) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -93,6 +93,7 @@ def judge_timing(
         baseline_median_ms=base,
         candidate_device_sync_median_ms=cand_sync,
         baseline_device_sync_median_ms=base_sync,
+        baseline_cached=bool(res.get("baseline_cached", False)),
         reps=res.get("reps", 0),
         speedup=speedup,
         implausible=implausible,
