@@ -3,6 +3,7 @@ rest). Each takes the finished episodes and returns one :class:`Section`."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from .metrics import GroupSummary
 from .records import EpisodeRow
 from .render import Figure, Paragraph, Section, Table
 from .store import BenchStore
+from .study import parse_budget
 
 
 def _column(r: EpisodeRow, models: int) -> str:
@@ -132,20 +134,35 @@ def pass_at_k(done: list[EpisodeRow]) -> Section:
 
 
 def _budget_labels(out: Path, rows: list[EpisodeRow]) -> dict[str, str]:
-    """condition spec -> its context budget in tokens: the study's --budget, else the condition's own."""
+    """episode id -> its context budget in tokens: the budget axis value in its condition name
+    (``templates@8k``), else the study's --budget, else the condition's own."""
     with BenchStore(out, create=False) as store:
         fixed = store.meta().get("budget_tokens", "per condition")
+    own: dict[str, str] = {}
     labels = {}
-    for spec in {r.condition_spec for r in rows}:
-        if fixed not in ("per condition", "None"):
-            labels[spec] = fixed
-            continue
-        path = Path(spec) if spec.endswith(".toml") else _BUILTIN_CONDITIONS / f"{spec}.toml"
-        try:
-            labels[spec] = str(tomllib.loads(path.read_text()).get("budget_tokens", "default"))
-        except (OSError, tomllib.TOMLDecodeError):
-            labels[spec] = "?"
+    for r in rows:
+        on_axis = _AXIS_BUDGET.search(r.condition) if fixed.startswith("axis") else None
+        if on_axis:
+            labels[r.episode_id] = str(parse_budget(on_axis.group(1)))
+        elif fixed not in ("per condition", "None") and not fixed.startswith("axis"):
+            labels[r.episode_id] = fixed
+        else:
+            if r.condition_spec not in own:
+                own[r.condition_spec] = _condition_budget(r.condition_spec)
+            labels[r.episode_id] = own[r.condition_spec]
     return labels
+
+
+#: the budget in a condition name on the budget axis: ``templates@8k``, ``rag@16000/full``
+_AXIS_BUDGET = re.compile(r"@(\d+k?)(?:/|$)")
+
+
+def _condition_budget(spec: str) -> str:
+    path = Path(spec) if spec.endswith(".toml") else _BUILTIN_CONDITIONS / f"{spec}.toml"
+    try:
+        return str(tomllib.loads(path.read_text()).get("budget_tokens", "default"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return "?"
 
 
 #: the built-in conditions' TOML files (read as data: importing the agent package would load LangGraph)
@@ -158,8 +175,7 @@ def cost(out: Path, done: list[EpisodeRow]) -> Section:
     sec = Section("Cost efficiency")
     budgets = _budget_labels(out, done)
     rows = [
-        r.model_copy(update={"condition": f"{r.condition} (budget {budgets[r.condition_spec]})"})
-        for r in done
+        r.model_copy(update={"condition": f"{r.condition} (budget {budgets[r.episode_id]})"}) for r in done
     ]
     eff = metrics.cost_efficiency(rows, ("condition", "model"))
     sec.blocks.append(Paragraph(

@@ -119,6 +119,13 @@ def bench_cmd(
         str | None,
         typer.Option(help="budgets as a study axis, e.g. 8k,16k,32k: every episode once per budget"),
     ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            help="history mode for every episode (full, last-k, summary); several, e.g. full,summary, are a "
+            "study axis: every episode once per mode (default: each condition's)"
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -151,6 +158,7 @@ def bench_cmd(
         spec = BenchSpec(
             tasks=_expand_tasks(_split(tasks)), models=_split(models), conditions=_split(conditions),
             samples=samples, max_rounds=max_rounds, budget_tokens=budget, budgets=axis,
+            history=_split([history]) if history else None,
         )  # fmt: skip
     except ValueError as e:
         fail(f"invalid study settings: {e}")
