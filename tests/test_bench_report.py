@@ -3,6 +3,7 @@ not run)", the per-task table, cost per solved episode, PTXBench's numbers label
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -156,3 +157,27 @@ def test_bench_summary_table_says_na_where_no_episode_ran_the_gpu(study):
     assert set(rows) == {"x", "y"}
     assert "n/a (GPU not run)" in rows["y"] and "0% (0/" not in rows["y"]
     assert "25% (1/4) [5–70%]" in rows["x"] and "n/a" not in rows["x"]
+
+
+def test_cost_table_budget_is_what_the_episode_ran_with_not_the_condition_file_now(tmp_path):
+    """templates.toml says 16000 today; an episode that ran at 8000 (its transcript header) is labelled 8000."""
+    out = tmp_path / "study"
+    rows = [
+        ep("warp-a", "templates", s).model_copy(
+            update={"transcript_jsonl": f"episodes/t{s}/transcript.jsonl"}
+        )
+        for s in range(2)
+    ]
+    rows[1] = rows[1].model_copy(update={"transcript_jsonl": None})  # no transcript: the file's budget
+    with BenchStore(out) as store:
+        store.check_settings({"max_rounds": "8", "budget_tokens": "per condition"})
+        for r in rows:
+            store.add_pending([r])
+            store.finish(r, [])
+    (out / "episodes" / "t0").mkdir(parents=True)
+    (out / "episodes" / "t0" / "transcript.jsonl").write_text(
+        json.dumps({"type": "episode", "budget_tokens": 8000}) + "\n"
+    )
+    md = Path(write_report(out, dest=tmp_path / "rep").markdown).read_text()
+    assert "| templates (budget 8000) | anthropic:m | 1 |" in md
+    assert "| templates (budget 16000) | anthropic:m | 1 |" in md

@@ -3,6 +3,7 @@ rest). Each takes the finished episodes and returns one :class:`Section`."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -134,15 +135,19 @@ def pass_at_k(done: list[EpisodeRow]) -> Section:
 
 
 def _budget_labels(out: Path, rows: list[EpisodeRow]) -> dict[str, str]:
-    """episode id -> its context budget in tokens: the budget axis value in its condition name
-    (``templates@8k``), else the study's --budget, else the condition's own."""
+    """episode id -> its context budget in tokens: what its transcript says it ran with, else the budget
+    axis value in its condition name (``templates@8k``), else the study's --budget, else the condition's
+    own as its file says now (which may have changed since the episode ran)."""
     with BenchStore(out, create=False) as store:
         fixed = store.meta().get("budget_tokens", "per condition")
     own: dict[str, str] = {}
     labels = {}
     for r in rows:
+        ran_with = _transcript_budget(out, r)
         on_axis = _AXIS_BUDGET.search(r.condition) if fixed.startswith("axis") else None
-        if on_axis:
+        if ran_with is not None:
+            labels[r.episode_id] = str(ran_with)
+        elif on_axis:
             labels[r.episode_id] = str(parse_budget(on_axis.group(1)))
         elif fixed not in ("per condition", "None") and not fixed.startswith("axis"):
             labels[r.episode_id] = fixed
@@ -155,6 +160,18 @@ def _budget_labels(out: Path, rows: list[EpisodeRow]) -> dict[str, str]:
 
 #: the budget in a condition name on the budget axis: ``templates@8k``, ``rag@16000/full``
 _AXIS_BUDGET = re.compile(r"@(\d+k?)(?:/|$)")
+
+
+def _transcript_budget(out: Path, r: EpisodeRow) -> int | None:
+    """The budget in the header line of the episode's ``transcript.jsonl`` (None without one)."""
+    if not r.transcript_jsonl:
+        return None
+    try:
+        with (out / r.transcript_jsonl).open(encoding="utf-8") as f:
+            value = json.loads(f.readline()).get("budget_tokens")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def _condition_budget(spec: str) -> str:
