@@ -126,7 +126,8 @@ def test_context_report_shows_tokens_per_layer_per_condition(study):
 
     def cell(cond, col):
         line = rows[(cond, "replay:replays")]
-        return float(line.strip("|").split("|")[cols.index(col)])
+        text = line.strip("|").split("|")[cols.index(col)].strip()
+        return None if text == "–" else float(text)
 
     pack = CorpusKnowledge()
     expect = {}
@@ -138,10 +139,13 @@ def test_context_report_shows_tokens_per_layer_per_condition(study):
             k: sum(p.get(k, 0) for p in per) / len(per) for k in ("hardware", "templates", "contracts")
         }
     for name in ("templates", "contracts"):
-        for layer in ("hardware", "templates", "contracts"):
+        for layer in load_condition(name).static:
             assert cell(name, layer) == pytest.approx(expect[name][layer], abs=0.5), (name, layer)
-    assert cell("rag", "templates") == 0 and cell("rag", "retrieved:ptx-isa") > 0
-    assert cell("templates", "retrieved:ptx-isa") == 0 and cell("contracts", "history") > 0
+    # a layer or source the condition does not have reads '–', not a measured 0
+    assert cell("rag", "templates") is None and cell("rag", "hardware") is None
+    assert cell("rag", "retrieved:ptx-isa") > 0
+    assert cell("templates", "retrieved:ptx-isa") is None and cell("templates", "contracts") is None
+    assert cell("contracts", "history") > 0
     assert "### Retrieved sections" in md and "| rag | §" in md
 
 

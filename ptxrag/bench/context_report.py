@@ -36,6 +36,17 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, A
     return header, rounds, result
 
 
+def _columns_of(header: dict[str, Any]) -> set[str]:
+    """The layer columns an episode's condition can fill: its static layers, and retrieved:<source> for
+    each source it retrieves from (empty for a transcript without the condition, which then shows all)."""
+    spec = header.get("condition_spec") or {}
+    cols = set(spec.get("static") or [])
+    retrieval = spec.get("retrieval") or {}
+    if retrieval.get("enabled"):
+        cols |= {f"retrieved:{src}" for src in retrieval.get("sources") or []}
+    return cols
+
+
 def context_markdown(out: Path | str, top_sections: int = 12) -> str:
     """The context section of a study's report, as Markdown."""
     out = Path(out).expanduser().resolve()
@@ -45,11 +56,13 @@ def context_markdown(out: Path | str, top_sections: int = 12) -> str:
     sections: dict[str, dict[tuple[str, str, str], list[int]]] = defaultdict(lambda: defaultdict(list))
     prints: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     layers_seen: list[str] = []
+    applies: dict[tuple[str, str], set[str]] = defaultdict(set)  # the columns a group's condition has
     for row in rows:
         path = out / row.transcript_jsonl if row.transcript_jsonl else None
         if path is None or not path.is_file():
             continue
-        _header, rounds, result = _read(path)
+        header, rounds, result = _read(path)
+        applies[(row.condition, model_label(row.model))] |= _columns_of(header)
         vals: dict[str, float] = defaultdict(float)
         for r in rounds:
             for k, v in (r.get("layer_tokens") or {}).items():
@@ -77,13 +90,19 @@ def context_markdown(out: Path | str, top_sections: int = 12) -> str:
         return "\n".join([*lines, "No finished episode has a transcript with context records.", ""])
     lines += [
         "Static layers: tokens in every request (the system prompt). Retrieved, history and sent: summed over "
-        "an episode's rounds. Means over finished episodes.",
+        "an episode's rounds. Means over finished episodes; '–': the condition has no such layer or source.",
         "",
         "| condition | model | episodes | mean rounds | " + " | ".join(cols) + " |",
         "| --- | --- | --- | --- | " + " | ".join("---" for _ in cols) + " |",
     ]
     for (cond, model), eps in sorted(per_group.items()):
-        cells = [f"{mean(e.get(c, 0) for e in eps):.0f}" for c in cols]
+        has = applies[(cond, model)]
+        cells = [
+            f"{mean(e.get(c, 0) for e in eps):.0f}"
+            if c in has or c in ("history", "sent") or not has
+            else "–"
+            for c in cols
+        ]
         lines.append(
             f"| {cond} | {model} | {len(eps)} | {mean(e['rounds'] for e in eps):.1f} | "
             + " | ".join(cells)
