@@ -190,3 +190,84 @@ def test_sweep_kills_what_a_kept_child_started_and_keeps_the_child(tmp_path):
         assert c.proc.poll() is None  # the kept child still runs
         for pid in left:  # gone, or a zombie its (sleeping) parent has not reaped yet
             assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
+
+
+def test_sweep_finds_an_orphan_of_the_kept_childs_candidate_process(tmp_path):
+    # the candidate process (a child of the worker) starts a process that leaves the session and then ends:
+    # the orphan is re-parented to the worker (a subreaper), so the sweep between jobs still finds it
+    from ptxrag.sandbox.containment import Contained, _is_zombie
+
+    (tmp_path / "candidate.py").write_text(
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(120)\n"
+        "else:\n"
+        "    open('orphan', 'w').write(str(pid))\n"
+    )
+    worker = f"import subprocess, sys, time\nsubprocess.run([sys.executable, {str(tmp_path / 'candidate.py')!r}])\ntime.sleep(120)\n"
+    with Contained([sys.executable, "-c", worker], cwd=tmp_path, env=clean_env(tmp_path), limits=Limits(),
+                   stdout_path=tmp_path / "out.log", subreaper=True) as c:  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "orphan").is_file() or not (tmp_path / "orphan").read_text():
+            assert time.monotonic() < deadline, "the candidate did not start its process"
+            time.sleep(0.05)
+        orphan = int((tmp_path / "orphan").read_text())
+        assert c.sweep() >= 1
+        time.sleep(0.3)
+        assert c.proc.poll() is None  # the kept child still runs
+        assert not Path(f"/proc/{orphan}").exists() or _is_zombie(orphan)
+
+
+FOLLOWER = """
+import os, subprocess, sys
+# a stand-in for Nsight Compute: run the program, then wait for every process of the tree (as ncu does)
+subprocess.Popen([sys.executable, sys.argv[1], "marker-program"])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+"""
+
+LEAVES_ONE = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sleep", ["sleep", "601"])
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.parametrize("leaves", [True, False])
+def test_a_launcher_kept_waiting_by_what_its_program_left_is_stopped_after_the_grace(tmp_path, leaves):
+    launcher, program = tmp_path / "launcher.py", tmp_path / "program.py"
+    launcher.write_text(FOLLOWER)
+    program.write_text(LEAVES_ONE if leaves else "import time; time.sleep(0.2)\n")
+    t0 = time.monotonic()
+    rc, tracked = run_contained(
+        [sys.executable, str(launcher), str(program)],
+        cwd=tmp_path,
+        env=clean_env(tmp_path),
+        limits=Limits(),
+        timeout_s=300,
+        stdout_path=tmp_path / "out.log",
+        launcher_grace_s=2.0,
+        program_marker="marker-program",
+    )
+    if leaves:
+        assert rc is None and "left 1 process(es) running" in (tracked.killed_reason or "")
+        assert time.monotonic() - t0 < 200  # long before the deadline (the sleep alone lasts 601 s)
+        assert not [p for p in tracked.seen if _is_sleeper(p)]
+    else:
+        assert rc == 0 and tracked.killed_reason is None
+
+
+def _is_sleeper(pid: int) -> bool:
+    try:
+        return b"601" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False

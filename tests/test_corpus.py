@@ -45,7 +45,7 @@ def test_iter_documents_yields_every_layer_with_unique_ids():
     assert all(isinstance(d, KnowledgeDoc) for d in docs)
     ids = [d.doc_id for d in docs]
     assert len(ids) == len(set(ids))
-    assert {d.source for d in docs} == {"contracts", "templates", "hardware"}
+    assert {d.source for d in docs} == {"contracts", "patterns", "hints", "templates", "hardware"}
     assert {d.doc_id for d in docs if d.source == "contracts"} == {f"contract-{t}" for t in CONTRACT_TOPICS}
     assert {d.doc_id for d in docs if d.source == "hardware"} == {"hw-h100-sxm", "hw-h200", "hw-b200"}
     assert [d.doc_id for d in iter_documents(["templates"])] == ["template-ptxrag_sm90"]

@@ -262,12 +262,9 @@ def test_ask_has_no_warning_when_every_collection_is_there(tmp_path: Path):
 
     store = Store(tmp_path)
     entries = {}
-    for source, version in (
-        ("ptx-isa", "9.1"),
-        ("contracts", "bundled"),
-        ("templates", "bundled"),
-        ("hardware", "bundled"),
-    ):
+    from ptxrag.indexer.schema import KNOWLEDGE_SOURCES
+
+    for source, version in (("ptx-isa", "9.1"), *((s, "bundled") for s in KNOWLEDGE_SOURCES)):
         physical = f"{source}-{version}-0000"
         store.write_records(store.lexical_dir(physical), [], [])
         (store.lexical_dir(physical) / "sections.jsonl").write_text("{}\n")

@@ -283,14 +283,20 @@ def test_cli_index_without_a_manual_indexes_the_knowledge_pack(tmp_path: Path, m
     res = runner.invoke(app, ["index", "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
-    assert {c["source"] for c in report["collections"]} == {"contracts", "templates", "hardware"}
+    assert {c["source"] for c in report["collections"]} == {
+        "contracts",
+        "patterns",
+        "hints",
+        "templates",
+        "hardware",
+    }
     assert any("no manual added" in s for s in report["skipped"])
     # off a terminal, progress is plain lines on stderr (stdout stays the JSON): a start and an end per step
     lines = res.stderr.splitlines()
     assert any(ln.startswith("contracts") and "embedding: started" in ln for ln in lines), res.stderr
     assert any("embedding:" in ln and "(100%" in ln for ln in lines), res.stderr
     hits = Retriever(tmp_path).search("mbarrier", k=3)
-    assert hits and all(h.source in ("contracts", "templates", "hardware") for h in hits)
+    assert hits and all(h.source in ("contracts", "patterns", "hints", "templates", "hardware") for h in hits)
 
 
 def test_cli_ask_without_index_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:

@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ptxrag.base.errors import ConditionInputError
 
-Layer = Literal["hardware", "templates", "contracts"]
+Layer = Literal["hardware", "templates", "contracts", "patterns", "hints"]
 HistoryMode = Literal["full", "last-k", "summary"]
-Source = Literal["ptx-isa", "contracts", "templates", "hardware"]
+Source = Literal["ptx-isa", "contracts", "patterns", "hints", "templates", "hardware"]
 
 #: the context budget of a condition file that names none, tokens of ``cl100k_base`` per round (tokens.py);
 #: the built-in conditions set their own, each large enough for its layers whole on every suite task

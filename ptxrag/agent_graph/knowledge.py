@@ -1,4 +1,5 @@
-"""Static knowledge for a condition: hardware card, template header, contract documents, within budget.
+"""Static knowledge for a condition: hardware card, template header, contracts, a pattern, debug hints, within
+budget.
 
 The knowledge pack (``ptxrag.corpus``) is the default provider; anything with the same ``documents``
 method can stand in (one override point: ``AgentDeps.knowledge``).
@@ -45,7 +46,8 @@ class KnowledgeProvider(Protocol):
 
 
 class CorpusKnowledge:
-    """The bundled knowledge pack: hardware card, template header for the task's arch, contracts."""
+    """The bundled knowledge pack: hardware card, template header for the task's arch, contracts, the one
+    pattern for the task's required instructions (``ptxrag.corpus.pattern_for``), debug hints for its arch."""
 
     def __init__(self, hardware: str = "h200") -> None:
         self.hardware = hardware
@@ -64,8 +66,8 @@ class CorpusKnowledge:
                         "hardware", self.hardware, f"Hardware card: {title}", corpus.render_card(card)
                     )
                 ]
+            known = getattr(getattr(corpus, "documents", None), "TEMPLATE_HEADERS", None)
             if layer == "templates":
-                known = getattr(getattr(corpus, "documents", None), "TEMPLATE_HEADERS", None)
                 if known is not None and task.arch not in known:
                     return []  # the pack has no header for this target: an empty layer, noted by the caller
                 return template_parts(corpus.template_header(arch=task.arch), list(task.required_ptx), task)
@@ -80,8 +82,29 @@ class CorpusKnowledge:
                 ]
                 # the documents that concern most of the task's instructions first
                 docs = sorted(docs, key=lambda d: -sum(1 for p in req if d.concerns(p)))
-                return [
+                items = [
                     KnowledgeItem("contracts", d.doc_id, d.title, d.text, str(d.path or "")) for d in docs
+                ]
+                # the other contracts, shown only to fill (``static_fill``), for the targets the pack covers
+                # (those with a template header): the contracts describe that instruction set
+                if known is None or task.arch in known:
+                    shown = {d.doc_id for d in docs}
+                    items += [
+                        KnowledgeItem("contracts", d.doc_id, d.title, d.text, str(d.path or ""), priority=1)
+                        for d in corpus.contracts()
+                        if d.doc_id not in shown
+                    ]
+                return items
+            if layer == "patterns":
+                # one document, never more: a condition with this layer shows the task's pattern alone
+                p = corpus.pattern_for(list(task.required_ptx), task.family)
+                return (
+                    [] if p is None else [KnowledgeItem("patterns", p.doc_id, p.title, p.text, str(p.path))]
+                )
+            if layer == "hints":
+                return [
+                    KnowledgeItem("hints", d.doc_id, d.title, d.text, str(d.path))
+                    for d in corpus.debug_hints(task.arch)
                 ]
         except KnowledgeUnavailable:
             raise
@@ -207,7 +230,7 @@ def build_static_context(
     by_layer: dict[str, list[KnowledgeItem]] = {}
     for layer in condition.static:
         docs = provider.documents(layer, task)
-        if not docs:
+        if not any(d.priority == 0 for d in docs):
             notes.append(f"layer {layer!r}: the knowledge pack has nothing for {task.id} ({task.arch})")
         by_layer[layer] = docs
     rendered = {id(it): render_item(it.title, it.text) for docs in by_layer.values() for it in docs}

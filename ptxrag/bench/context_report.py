@@ -17,7 +17,7 @@ from typing import Any
 from .store import BenchStore
 from .study import model_label
 
-STATIC_LAYERS = ("hardware", "templates", "contracts")
+STATIC_LAYERS = ("hardware", "templates", "contracts", "patterns", "hints")
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:

@@ -123,6 +123,7 @@ def run_bench(
     *,
     executor: str | Executor = "local",
     workers: int = 4,
+    gpu_shared: int = 1,
     sandbox: Evaluator | str = "local",
     retriever: DocsRetriever | None = None,
     prices: PriceTable | None = None,
@@ -142,6 +143,8 @@ def run_bench(
         opts: dict[str, object] = {"workers": workers}
         if executor == "ray":
             opts.update(address=ray_address, num_cpus=ray_num_cpus)
+        else:
+            opts.update(gpu_shared=gpu_shared)
         executor = make_executor(executor, **opts)
     with _exclusive(out), BenchStore(out) as store:
         store.check_settings(

@@ -134,6 +134,10 @@ def bench_cmd(
     ] = False,
     executor: Annotated[str, typer.Option(help="local (threads here) or ray (a Ray cluster)")] = "local",
     workers: Annotated[int, typer.Option(help="episodes in flight at once")] = 4,
+    gpu_shared: Annotated[
+        int,
+        typer.Option(help="candidates that may run their checks on the GPU at once (ncu and timing: alone)"),
+    ] = 1,
     sandbox: Annotated[str, typer.Option(help="'local' or the URL of a sandbox service")] = "local",
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster address (default: start one here)")
@@ -195,7 +199,7 @@ def bench_cmd(
     try:
         with progress:
             summary = run_bench(
-                spec, out, executor=executor, workers=workers, sandbox=sandbox,
+                spec, out, executor=executor, workers=workers, gpu_shared=gpu_shared, sandbox=sandbox,
                 ray_address=ray_address, ray_num_cpus=ray_cpus, on_event=on_event,
             )  # fmt: skip
     except (BenchConfigError, RayUnavailable, ToolchainError, ValueError) as e:

@@ -307,7 +307,9 @@ def ask_cmd(
     ] = None,
     source: Annotated[
         list[str] | None,
-        typer.Option("--source", help="ptx-isa, contracts, templates, hardware (repeatable)"),
+        typer.Option(
+            "--source", help="ptx-isa, contracts, patterns, hints, templates, hardware (repeatable)"
+        ),
     ] = None,
     queries_file: Annotated[
         Path | None, typer.Option("--queries-file", help="one query per line; all share one model load")

@@ -1,4 +1,5 @@
-"""Knowledge documents: contracts (Markdown with front matter), template headers, rendered hardware cards."""
+"""Knowledge documents: contracts, patterns and debug hints (Markdown with front matter), template headers,
+rendered hardware cards."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Literal
 from .cards import hardware_card, list_hardware, render_card
 from .files import CorpusError, package_dir
 
-Source = Literal["contracts", "templates", "hardware"]
-SOURCES: tuple[Source, ...] = ("contracts", "templates", "hardware")
+Source = Literal["contracts", "patterns", "hints", "templates", "hardware"]
+SOURCES: tuple[Source, ...] = ("contracts", "patterns", "hints", "templates", "hardware")
 
 #: Template header per target architecture (the file name under templates/).
 TEMPLATE_HEADERS: dict[str, str] = {"sm_90a": "ptxrag_sm90.cuh"}
@@ -21,6 +22,9 @@ TEMPLATE_HEADERS: dict[str, str] = {"sm_90a": "ptxrag_sm90.cuh"}
 REQUIRED_KEYS = ("id", "title", "instructions", "cites")
 
 _SECTION_RE = re.compile(r"^\d+(\.\d+)*$")
+
+#: the id prefix of each Markdown source: ``contract-mbarrier``, ``pattern-tma-store-epilogue``, ...
+_ID_PREFIX: dict[str, str] = {"contracts": "contract", "patterns": "pattern", "hints": "hints"}
 
 
 @dataclass(frozen=True)
@@ -104,17 +108,22 @@ def _as_list(meta: dict[str, str | list[str]], key: str, path: Path) -> list[str
     return v
 
 
-def load_contract(path: Path) -> KnowledgeDoc:
-    """Read and validate one contract document."""
+def load_markdown(
+    path: Path, source: Source, required: tuple[str, ...] = REQUIRED_KEYS
+) -> tuple[KnowledgeDoc, dict[str, str | list[str]]]:
+    """Read and validate one Markdown document of ``source`` (contracts, patterns, hints): its id must be
+    ``<prefix>-<file name>`` (prefix: contract, pattern, hints), ``instructions`` name at least one PTX
+    instruction and ``cites`` are section numbers. Returns the document and its whole front matter."""
     meta, body = parse_front_matter(path.read_text(encoding="utf-8"), path)
-    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    missing = [k for k in required if k not in meta]
     if missing:
         raise CorpusError(f"{path}: front matter lacks {missing}")
     doc_id, title = meta["id"], meta["title"]
     if not isinstance(doc_id, str) or not isinstance(title, str) or not title:
         raise CorpusError(f"{path}: 'id' and 'title' must be plain strings")
-    if doc_id != f"contract-{path.stem}":
-        raise CorpusError(f"{path}: id {doc_id!r} must be 'contract-{path.stem}' (the file name)")
+    prefix = _ID_PREFIX[source]
+    if doc_id != f"{prefix}-{path.stem}":
+        raise CorpusError(f"{path}: id {doc_id!r} must be '{prefix}-{path.stem}' (the file name)")
     instructions = _as_list(meta, "instructions", path)
     cites = _as_list(meta, "cites", path)
     if not instructions:
@@ -122,7 +131,13 @@ def load_contract(path: Path) -> KnowledgeDoc:
     bad = [c for c in cites if not _SECTION_RE.match(c)]
     if bad:
         raise CorpusError(f"{path}: cites {bad} are not section numbers like 9.7.13.15.16")
-    return KnowledgeDoc("contracts", doc_id, title, body, tuple(instructions), path, tuple(cites))
+    doc = KnowledgeDoc(source, doc_id, title, body, tuple(instructions), path, tuple(cites))
+    return doc, meta
+
+
+def load_contract(path: Path) -> KnowledgeDoc:
+    """Read and validate one contract document."""
+    return load_markdown(path, "contracts")[0]
 
 
 # ---- template headers ---------------------------------------------------------------------------------------
@@ -225,6 +240,118 @@ def load_template(path: Path) -> KnowledgeDoc:
     )
 
 
+# ---- patterns and debug hints -------------------------------------------------------------------------------
+#
+# A *pattern* (``patterns/*.md``) is a design an expert builds from the instructions (a warp-specialised
+# pipeline, a persistent tile scheduler, a multicast load, a TMA-store epilogue, the FA3 attention pipeline):
+# numbered steps, each citing the PTX ISA sections it rests on, and the tested files of this repository that
+# show it (``shown_by``, paths under the ``ptxrag`` package). Its front matter says which tasks it is for:
+# ``requires`` (PTX instructions that must all be among the task's required ones, dot-boundary prefixes) and
+# optionally ``families`` (task families, e.g. ``attention``, that it is limited to). *Debug hints*
+# (``hints/*.md``) map what the evaluator reports to the contract rules that usually explain it, per target
+# architecture (``arch``).
+
+PATTERN_KEYS = ("id", "title", "instructions", "cites", "requires", "shown_by")
+HINTS_KEYS = ("id", "title", "instructions", "cites", "arch")
+
+
+@dataclass(frozen=True)
+class PatternDoc(KnowledgeDoc):
+    """A pattern document and what selects it."""
+
+    #: PTX instructions (dot-boundary prefixes) that must all be among a task's required instructions
+    requires: tuple[str, ...] = ()
+    #: task families the pattern is limited to (empty: any family)
+    families: tuple[str, ...] = ()
+    #: files under the ``ptxrag`` package that show the pattern (empty: none does; the text says so)
+    shown_by: tuple[str, ...] = ()
+
+    def fits(self, required_ptx: Iterable[str], family: str = "") -> bool:
+        """True when every ``requires`` entry covers one of ``required_ptx`` and the family is allowed."""
+        req = [p.strip().lower() for p in required_ptx if p.strip()]
+        if self.families and family.strip().lower() not in {f.lower() for f in self.families}:
+            return False
+        return bool(self.requires) and all(any(_covers(r, p) for p in req) for r in self.requires)
+
+    @property
+    def specificity(self) -> int:
+        """How much of a task the requirements pin down: their dotted components, summed."""
+        return sum(len(r.split(".")) for r in self.requires)
+
+
+@dataclass(frozen=True)
+class HintsDoc(KnowledgeDoc):
+    """A debug-hints document and the target architectures it is for."""
+
+    archs: tuple[str, ...] = ()
+
+
+def _covers(tag: str, instruction: str) -> bool:
+    """``tag`` is ``instruction`` or a dot-boundary prefix of it (``cp.async.bulk.tensor`` covers
+    ``cp.async.bulk.tensor.shared::cluster.global``; never the other way round)."""
+    t, i = tag.strip().lower(), instruction.strip().lower()
+    return i == t or i.startswith(t + ".")
+
+
+def _paths(folder: str) -> list[Path]:
+    d = package_dir() / folder
+    return sorted(d.glob("*.md")) if d.is_dir() else []
+
+
+def _str_list(meta: dict[str, str | list[str]], key: str, path: Path) -> tuple[str, ...]:
+    v = meta.get(key, [])
+    if not isinstance(v, list) or any(not x for x in v):
+        raise CorpusError(f"{path}: front-matter {key!r} must be a [list] without empty entries")
+    return tuple(v)
+
+
+def load_pattern(path: Path) -> PatternDoc:
+    """Read and validate one pattern document."""
+    doc, meta = load_markdown(path, "patterns", PATTERN_KEYS)
+    requires = _str_list(meta, "requires", path)
+    if not requires:
+        raise CorpusError(f"{path}: 'requires' must name at least one PTX instruction")
+    shown_by = _str_list(meta, "shown_by", path)
+    missing = [p for p in shown_by if not (package_dir().parent / p).is_file()]
+    if missing:
+        raise CorpusError(f"{path}: shown_by names files that do not exist under ptxrag/: {missing}")
+    return PatternDoc(
+        **vars(doc), requires=requires, families=_str_list(meta, "families", path), shown_by=shown_by
+    )
+
+
+def load_hints(path: Path) -> HintsDoc:
+    """Read and validate one debug-hints document."""
+    doc, meta = load_markdown(path, "hints", HINTS_KEYS)
+    archs = _str_list(meta, "arch", path)
+    if not archs:
+        raise CorpusError(f"{path}: 'arch' must name at least one target, e.g. [sm_90a]")
+    return HintsDoc(**vars(doc), archs=tuple(a.lower() for a in archs))
+
+
+def patterns() -> list[PatternDoc]:
+    """Every pattern document, sorted by id."""
+    return sorted((load_pattern(p) for p in _paths("patterns")), key=lambda d: d.doc_id)
+
+
+def pattern_for(required_ptx: Iterable[str], family: str = "") -> PatternDoc | None:
+    """The one pattern for a task: of those that fit (``PatternDoc.fits``), one limited to the task's family
+    first, then the most specific requirements, then the smallest id. None when no pattern fits."""
+    req = list(required_ptx)
+    fitting = [p for p in patterns() if p.fits(req, family)]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda p: (not p.families, -p.specificity, p.doc_id))
+
+
+def debug_hints(arch: str | None = None) -> list[HintsDoc]:
+    """Every debug-hints document, or those for ``arch`` (e.g. ``sm_90a``), sorted by id."""
+    docs = sorted((load_hints(p) for p in _paths("hints")), key=lambda d: d.doc_id)
+    if arch is None:
+        return docs
+    return [d for d in docs if arch.strip().lower() in d.archs]
+
+
 # ---- public API ---------------------------------------------------------------------------------------------
 
 
@@ -234,13 +361,17 @@ def _contract_paths() -> list[Path]:
 
 
 def iter_documents(sources: Iterable[str] | None = None) -> Iterator[KnowledgeDoc]:
-    """Every document of the chosen layers (all three by default), contracts first, each sorted by id."""
+    """Every document of the chosen layers (all by default) in the order of ``SOURCES``, each sorted by id."""
     wanted = list(SOURCES) if sources is None else list(sources)
     unknown = [s for s in wanted if s not in SOURCES]
     if unknown:
         raise CorpusError(f"unknown knowledge source(s) {unknown}; known: {list(SOURCES)}")
     if "contracts" in wanted:
         yield from (load_contract(p) for p in _contract_paths())
+    if "patterns" in wanted:
+        yield from patterns()
+    if "hints" in wanted:
+        yield from debug_hints()
     if "templates" in wanted:
         for arch in sorted(TEMPLATE_HEADERS):
             yield template_header(arch)

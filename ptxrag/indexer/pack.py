@@ -1,5 +1,6 @@
-"""The knowledge pack (``ptxrag.corpus``: contracts, templates, hardware cards) as indexable sections, one
-collection per source, so a search can return a contract rule next to the manual section it cites."""
+"""The knowledge pack (``ptxrag.corpus``: contracts, patterns, hints, templates, hardware cards) as indexable
+sections, one collection per source, so a search can return a contract rule or a pattern next to the manual
+section it cites."""
 
 from __future__ import annotations
 

@@ -313,7 +313,8 @@ class Retriever:
         weights: FusionWeights | None = None,
     ) -> list[Hit]:
         """The ``k`` best sections for ``query``. ``version`` picks the manual (newest by default);
-        ``sources`` limits to some of "ptx-isa", "contracts", "templates", "hardware" (all by default);
+        ``sources`` limits to some of "ptx-isa", "contracts", "patterns", "hints", "templates", "hardware"
+        (all by default);
         ``exclude_sections`` drops sections (or knowledge document ids) already seen; ``weights``
         replaces the retriever's fusion weights for this search (ablations)."""
         if not query or not query.strip():

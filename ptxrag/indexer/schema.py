@@ -10,7 +10,7 @@ ManualFormat = Literal["markdown", "html", "pdf"]
 
 #: the source name of the PTX ISA manual; knowledge-pack sources are named after their corpus folder
 MANUAL_SOURCE = "ptx-isa"
-KNOWLEDGE_SOURCES: tuple[str, ...] = ("contracts", "templates", "hardware")
+KNOWLEDGE_SOURCES: tuple[str, ...] = ("contracts", "patterns", "hints", "templates", "hardware")
 #: the version recorded for knowledge-pack documents (they travel with the code, not with a manual)
 BUNDLED_VERSION = "bundled"
 

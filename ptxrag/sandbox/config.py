@@ -8,9 +8,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .containment import Limits
+
+
+class GpuSharing(Protocol):
+    """How the GPU stages share one GPU (``ptxrag.sandbox.gpushare.GpuShare`` is the implementation)."""
+
+    def shared(self) -> AbstractContextManager[None]: ...
+
+    def exclusive(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ class SandboxConfig:
     run_mutation: bool = True
     #: keep the GPU worker (PyTorch, CUDA context, baseline timings) warm between evaluations of one Sandbox
     keep_worker: bool = True
+    #: how many warm workers wait for the next candidate (one per candidate that evaluates at the same time)
+    idle_workers: int = 2
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
     cuda_device: str | None = (
@@ -45,3 +55,8 @@ class SandboxConfig:
     )
     #: held around the GPU stages (correct timings and ncu need the GPU alone); the service passes a per-GPU lock
     gpu_lock: Callable[[], AbstractContextManager[Any]] | None = None
+    #: finer than ``gpu_lock`` (which it replaces when set): correctness and mutation hold the GPU shared with
+    #: other candidates, the ncu launch and timing hold it alone (``ptxrag.sandbox.gpushare.GpuShare``)
+    gpu_share: GpuSharing | None = None
+    #: held around the compile and static stages (a bench bounds how many compile at once)
+    cpu_lock: Callable[[], AbstractContextManager[Any]] | None = None

@@ -120,6 +120,14 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _start_time(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -231,8 +239,15 @@ def _enter_private_root(newroot: str, roots: tuple[str, ...], workdir: str) -> N
     os.chdir(workdir)
 
 
-def _preexec(limits: Limits, workdir: str, newroot: str | None) -> None:
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _preexec(limits: Limits, workdir: str, newroot: str | None, subreaper: bool = False) -> None:
     # runs in the child between fork and exec
+    if subreaper:
+        # orphans of the child's tree are re-parented to the child (kept across its exec), so a process
+        # that a grandchild started and left behind still descends from it and is found and killed with it
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if limits.address_space_bytes is not None:
         resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes, limits.address_space_bytes))
@@ -352,6 +367,7 @@ class Contained:
         stdout_path: Path,
         pass_fds: tuple[int, ...] = (),
         sweep_uid: bool = True,
+        subreaper: bool = False,
     ) -> None:
         self.limits = limits
         #: kill every process of ``limits.uid`` on close. Turn it off for a child that shares its uid with another
@@ -376,7 +392,7 @@ class Contained:
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            preexec_fn=lambda: _preexec(limits, workdir, newroot),  # noqa: PLW1509
+            preexec_fn=lambda: _preexec(limits, workdir, newroot, subreaper),  # noqa: PLW1509
         )
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watchdog, daemon=True)
@@ -468,15 +484,62 @@ def run_contained(
     timeout_s: float,
     stdout_path: Path,
     sweep_uid: bool = True,
+    launcher_grace_s: float | None = None,
+    program_marker: str = "",
 ) -> tuple[int | None, Tracked]:
     """Run to completion (or kill at the deadline). Returns (returncode or None if killed, tracking).
-    ``sweep_uid``: see :class:`Contained`."""
-    with Contained(cmd, cwd=cwd, env=env, limits=limits, stdout_path=stdout_path, sweep_uid=sweep_uid) as c:
-        try:
-            rc = c.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            c.kill(f"did not finish within {timeout_s:.0f} s")
-            rc = None
+    ``sweep_uid``: see :class:`Contained`. ``launcher_grace_s``: the child is a launcher of one program (Nsight
+    Compute running the candidate), made a subreaper; the program is the first descendant whose command line
+    contains ``program_marker``. Once it has exited, processes it left behind may keep the launcher waiting (it
+    follows every process of the tree) for at most this long, then all is killed and the run is reported as
+    killed for leaving processes running."""
+    with Contained(
+        cmd,
+        cwd=cwd,
+        env=env,
+        limits=limits,
+        stdout_path=stdout_path,
+        sweep_uid=sweep_uid,
+        subreaper=launcher_grace_s is not None,
+    ) as c:
+        deadline = time.monotonic() + timeout_s
+        program: tuple[int, int] | None = None  # the launched program: pid, start time
+        ended_at: float | None = None
+        rc: int | None = None
+        while True:
+            try:
+                rc = c.proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if now >= deadline:
+                c.kill(f"did not finish within {timeout_s:.0f} s")
+                break
+            if launcher_grace_s is None:
+                continue
+            if program is None:
+                # the earliest-started match: a fork of the program (no exec) has the same command line
+                found = [
+                    (_start_time(p) or 0, p)
+                    for p in session_members(c.proc.pid) - {c.proc.pid}
+                    if program_marker in _cmdline(p)
+                ]
+                if found:
+                    first_start, first_pid = min(found)
+                    program = (first_pid, first_start)
+                continue
+            if ended_at is None:
+                if _is_zombie(program[0]) or (_start_time(program[0]) or 0) != program[1]:
+                    ended_at = now
+            elif now - ended_at >= launcher_grace_s:
+                left = session_members(c.proc.pid) - {c.proc.pid}
+                if left:
+                    c.kill(
+                        f"left {len(left)} process(es) running after the launched program ended "
+                        f"(killed {launcher_grace_s:.0f} s later)"
+                    )
+                    break
         return (rc if c.tracked.killed_reason is None else None), c.tracked
 
 

@@ -15,7 +15,7 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,8 +53,6 @@ __all__ = [
     "reference_counts",
 ]
 
-#: warm GPU workers one Sandbox keeps between evaluations (more only when evaluations run concurrently)
-MAX_IDLE_WORKERS = 2
 #: builds mutants (nvcc, ptxas: CPU work) while the GPU stages of the candidate run
 _MUTANT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ptxrag-mutants")
 
@@ -114,7 +112,7 @@ class Sandbox:
             w.close()
             return
         with self._idle_lock:
-            if len(self._idle) < MAX_IDLE_WORKERS:
+            if len(self._idle) < self.config.idle_workers:
                 self._idle.append(w)
                 return
         w.close()
@@ -148,7 +146,10 @@ class Sandbox:
         banned = forbidden_hits(source, None, task.forbidden)
         # a warm GPU worker, or a new one that imports torch and creates its CUDA context while we compile
         early = None if (banned or self._gpu_unavailable(task)) else self._take_worker()
+        cpu = ExitStack()  # the compile and static stages hold the caller's CPU slot, if any
         try:
+            if self.config.cpu_lock is not None:
+                cpu.enter_context(self.config.cpu_lock())
             if banned:
                 # judged before compiling: a forbidden header may not even exist here, and the verdict is the same
                 comp = CompileResult(
@@ -172,6 +173,7 @@ class Sandbox:
             if comp.ok and comp.library_path:
                 stage("static")
                 stat = static_check(source, Path(comp.library_path), task.required_ptx, task.forbidden)
+            cpu.close()
             if comp.ok and stat.ok and comp.library_path:
                 gpu_why = self._gpu_unavailable(task)
                 if gpu_why:
@@ -186,11 +188,15 @@ class Sandbox:
                         if self.config.run_mutation
                         else None
                     )
-                    with (self.config.gpu_lock or nullcontext)():
+                    whole = (
+                        nullcontext() if self.config.gpu_share else (self.config.gpu_lock or nullcontext)()
+                    )
+                    with whole:
                         corr, exe, mut, tim = self._gpu_stages(
                             task, Path(comp.library_path), early, stage, mutants
                         )
         finally:
+            cpu.close()
             if early is not None:
                 self._release_worker(early)
         success = (
@@ -247,37 +253,53 @@ class Sandbox:
                 p.chmod(0o644)
             job = worker_job(task, lib, ref, self._baseline_key(task))
             (work / "job.json").write_text(json.dumps(job))
-            corr = run_correctness(w, work / "job.json")
+            with self._hold_gpu("shared"):
+                corr = run_correctness(w, work / "job.json")
             if not corr.ok:
                 return corr, skipped("execution", later), skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             stage("execution")
-            exe = run_execution(self.config, task, work, lambda d: verify_profiled(w, d))
+            with self._hold_gpu("exclusive"):
+                exe = run_execution(self.config, task, work, lambda d: verify_profiled(w, d))
             later = "execution check did not pass"
             if not exe.ok:
                 return corr, exe, skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             if not self.config.run_mutation:
                 mut = skipped("mutation", "mutation check disabled")  # type: ignore[assignment]
-                tim = (
-                    run_timing(w, task, self._gpu.label if self._gpu else None)
-                    if self.config.run_timing
-                    else skipped("timing", "timing disabled")
-                )
+                if self.config.run_timing:
+                    with self._hold_gpu("exclusive"):
+                        tim = run_timing(w, task, self._gpu_label)
+                else:
+                    tim = skipped("timing", "timing disabled")  # type: ignore[assignment]
                 return corr, exe, mut, tim  # type: ignore[return-value]
             stage("mutation")
             # each mutant runs in a fresh candidate process of this worker (its inputs and references
             # stay); one that hangs (an mbarrier that never completes) is cut off at a few times the
             # honest time
-            mut = run_mutation(task, mutants, w, limit_s=max(10.0, 3.0 * corr.wall_s))
+            with self._hold_gpu("shared"):
+                mut = run_mutation(task, mutants, w, limit_s=max(10.0, 3.0 * corr.wall_s))
             if not mut.ok:
                 return corr, exe, mut, skipped("timing", "mutation check did not pass")  # type: ignore[return-value]
             if not self.config.run_timing:
                 return corr, exe, mut, skipped("timing", "timing disabled")  # type: ignore[return-value]
             stage("timing")
-            tim = run_timing(w, task, self._gpu.label if self._gpu else None)
+            with self._hold_gpu("exclusive"):
+                tim = run_timing(w, task, self._gpu_label)
             return corr, exe, mut, tim
         finally:
             if own:
                 w.close()
+
+    @property
+    def _gpu_label(self) -> str | None:
+        return self._gpu.label if self._gpu else None
+
+    def _hold_gpu(self, how: str) -> AbstractContextManager[None]:
+        """The GPU for one stage: ``shared`` (checks) or ``exclusive`` (ncu, timing) under ``gpu_share``;
+        without it the whole of the GPU stages is under ``gpu_lock`` already."""
+        share = self.config.gpu_share
+        if share is None:
+            return nullcontext()
+        return share.shared() if how == "shared" else share.exclusive()
 
     @staticmethod
     def _baseline_key(task: TaskSpec) -> str:

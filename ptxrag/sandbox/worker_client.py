@@ -94,6 +94,9 @@ class WorkerProcess:
             limits=config.limits,
             stdout_path=self.log,
             pass_fds=(cmd_r, res_w),
+            # what a candidate process leaves behind stays in the worker's tree, so the sweep between jobs
+            # finds it also without a sandbox uid (tests/test_containment.py, the orphan case)
+            subreaper=True,
         )
         os.close(cmd_r)
         os.close(res_w)

@@ -1,5 +1,5 @@
 """Episodes on this machine: a thread per running episode (model calls wait on the network in parallel),
-compiles across the CPU cores, GPU stages one at a time (see gpu.py)."""
+compiles across the CPU cores, the GPU shared through the sandbox's GpuShare (see gpu.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,19 @@ from .gpu import StagedEvaluator
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, workers: int = 4, *, compile_slots: int | None = None) -> None:
+    def __init__(self, workers: int = 4, *, compile_slots: int | None = None, gpu_shared: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
+        if gpu_shared < 1:
+            raise ValueError(f"gpu_shared must be at least 1, not {gpu_shared}")
         self.workers = workers
         self.compile_slots = compile_slots
+        self.gpu_shared = gpu_shared
         self.evaluator: Evaluator | None = None
 
     def _evaluator(self, spec: Evaluator | str) -> Evaluator:
         if spec == "local":
-            return StagedEvaluator(compile_slots=self.compile_slots)
+            return StagedEvaluator(compile_slots=self.compile_slots, gpu_shared=self.gpu_shared)
         if isinstance(spec, str):
             return make_sandbox(spec)  # a sandbox service schedules its own GPU
         return spec
@@ -69,3 +72,5 @@ class LocalExecutor:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
+        if isinstance(self.evaluator, StagedEvaluator):
+            self.evaluator.close()  # its warm GPU workers (a collected sandbox stops them too)

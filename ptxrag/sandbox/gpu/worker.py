@@ -869,6 +869,11 @@ def main() -> int:
                 reply({"ok": True})
                 continue
             if cmd["cmd"] == "spawn":
+                # the parent has swept the last job's leftovers; as a subreaper this process is the parent of
+                # the orphans among them: reap them (its own candidate processes are all closed by now)
+                with contextlib.suppress(ChildProcessError):
+                    while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                        pass
                 runners.fill(int(cmd["n"]))
                 reply({"ok": True})
                 continue

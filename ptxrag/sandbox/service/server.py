@@ -28,6 +28,7 @@ from ptxrag.tasks import TaskError, load_task
 
 from ..containment import Limits
 from ..evaluator import Sandbox, SandboxConfig, StageLimits
+from ..gpushare import GpuShare, visible_gpu_id
 from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
@@ -51,21 +52,39 @@ _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class GpuSlot:
-    """One GPU: jobs take turns on it for their GPU stages."""
+    """One GPU: jobs take turns on it through the sandbox's :class:`GpuShare` (the ncu launch and timing alone,
+    also against a bench on the same machine; with ``shared=1``, the default, every GPU stage alone)."""
 
-    def __init__(self, device: str | None) -> None:
+    def __init__(self, device: str | None, shared: int = 1) -> None:
         self.device = device
-        self.lock = threading.Lock()
+        self.share = GpuShare(
+            re.sub(r"[^A-Za-z0-9_-]", "-", device) if device else visible_gpu_id(), shared=shared
+        )
         self.busy_s = 0.0
+        self.holders = 0  # jobs in a GPU stage on it now
+        self._count = threading.Lock()
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        with self.lock:
-            t0 = time.monotonic()
-            try:
-                yield
-            finally:
-                self.busy_s += time.monotonic() - t0
+    def _held(self, inner: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+        with self._count:
+            self.holders += 1
+        try:
+            with inner:
+                t0 = time.monotonic()
+                try:
+                    yield
+                finally:
+                    with self._count:
+                        self.busy_s += time.monotonic() - t0
+        finally:
+            with self._count:
+                self.holders -= 1
+
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        return self._held(self.share.shared())
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        return self._held(self.share.exclusive())
 
 
 class Scheduler:
@@ -88,7 +107,7 @@ class Scheduler:
 
     def _slot(self) -> GpuSlot:
         with self._pick:
-            free = [s for s in self.slots if not s.lock.locked()]
+            free = [s for s in self.slots if not s.holders]
             if free:
                 return free[0]
             s = self.slots[self._next % len(self.slots)]
@@ -120,7 +139,7 @@ class Scheduler:
                         run_timing=bool(job.options.get("run_timing", True)),
                         artifacts_dir=out,
                         cuda_device=slot.device,
-                        gpu_lock=slot.hold,
+                        gpu_share=slot,
                         stage_limits=limits,
                         limits=Limits.isolated(uid) if self.cfg.isolate else Limits(),
                     )
@@ -143,7 +162,7 @@ class Scheduler:
             "jobs_by_status": counts,
             "jobs_by_stage": self.store.stages(),
             "gpus": [
-                {"device": s.device, "busy_s": round(s.busy_s, 3), "busy_now": s.lock.locked()}
+                {"device": s.device, "busy_s": round(s.busy_s, 3), "busy_now": s.holders > 0}
                 for s in self.slots
             ],
             "workers": self.cfg.workers,

@@ -22,6 +22,10 @@ from ..toolchain import find_ncu
 from ..worker_client import child_env
 from .correctness import describe_bad
 
+#: how long Nsight Compute may go on after the candidate's launch has ended (writing its report takes well
+#: under a second on the H200); longer means processes the candidate left behind keep it waiting
+LAUNCHER_GRACE_S = 15.0
+
 
 def run_execution(
     config: SandboxConfig,
@@ -51,6 +55,10 @@ def run_execution(
         stdout_path=work / "ncu.log",
         # the GPU worker runs as the same uid and still has the timing stage to do: its close sweeps the uid
         sweep_uid=False,
+        # ncu waits for every process of the candidate's tree: one the candidate started and left running
+        # would hold the stage until its deadline
+        launcher_grace_s=LAUNCHER_GRACE_S,
+        program_marker="launch_once.py",
     )
     shown = ["ncu", *cmd[1:-3], "launch_once.py", "launch.json"]
     wall = time.monotonic() - t0
