@@ -9,12 +9,19 @@ import pytest
 from scripted_providers import ScriptedProvider, Turn
 from test_agent_doubles import ManualRetrieverDouble, ScriptedSandbox, kernel_reply
 
-from ptxrag.agent_graph import RetryPolicy, count_tokens, load_condition, make_chat_model, run_task
+from ptxrag.agent_graph import (
+    RetryPolicy,
+    builtin_conditions,
+    count_tokens,
+    load_condition,
+    make_chat_model,
+    run_task,
+)
 from ptxrag.agent_graph.knowledge import CorpusKnowledge, render_item
 from ptxrag.tasks import list_tasks, load_task
 
 FAST = RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.02)
-CONDITIONS = ["hardware", "templates", "contracts", "rag+templates"]
+CONDITIONS = builtin_conditions()  # the study-shaped ones too
 
 
 @pytest.mark.parametrize("task_id", [t.id for t in list_tasks()])
