@@ -258,6 +258,11 @@ def build_report(
     step("cost")
     doc.sections.append(sections.cost(out, done))
 
+    step("context per condition")
+    from .context_report import context_sections
+
+    doc.sections.extend(context_sections(out))
+
     step("failure reasons")
     family = {r.episode_id: r.family for r in done}
     top = top_failures((family[x.episode_id], x.failure_reason) for x in rounds if x.episode_id in family)

@@ -236,11 +236,9 @@ def report_cmd(
             )
     except (FileNotFoundError, PriceError) as e:
         fail(str(e))
-    from ptxrag.bench.context_report import context_markdown, write_context_report
+    from ptxrag.bench.context_report import write_context_report
 
-    context = write_context_report(folder, dest)
-    with Path(files.markdown).open("a") as f:  # the context section closes report.md
-        f.write("\n" + context_markdown(folder))
+    context = write_context_report(folder, dest)  # the report's context sections alone
     console.print(f"{files.finished}/{files.episodes} episode(s) finished and reported")
     console.print(f"markdown: {files.markdown}\nhtml:     {files.html}\ncontext:  {context}")
 
