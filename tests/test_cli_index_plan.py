@@ -47,7 +47,8 @@ def test_the_plan_names_new_and_unchanged_manuals_the_version_hint_and_an_estima
     assert "ptx-isa 9.1 (8 sections): indexed and unchanged, skipped" in text
     assert f"ptx-isa 9.0 (8 sections): not indexed yet, about {8 * SECONDS_PER_SECTION:.0f} s" in text
     assert "all 2 added manuals are indexed" in text and "`ptxrag index --version 9.1`" in text
-    assert "knowledge pack" in text and "estimated: about 1 s" in text
+    assert "knowledge pack (contracts, templates, hardware cards, patterns, hints): not indexed yet" in text
+    assert "estimated: about 1 s" in text
     only = "\n".join(index_plan(home, ["9.1"], force=False, knowledge=False, model=None))
     assert "9.0" not in only and "--version" not in only and "estimated" not in only  # nothing to build
     forced = "\n".join(index_plan(home, ["9.1"], force=True, knowledge=False, model=None))
@@ -57,6 +58,21 @@ def test_the_plan_names_new_and_unchanged_manuals_the_version_hint_and_an_estima
     assert "no added manual is of version 8.8" in "\n".join(
         index_plan(home, ["8.8"], force=False, knowledge=True, model=None)
     )
+
+
+def test_an_indexed_pack_is_rebuilt_only_where_it_changed(home):
+    store = Store(home)
+    manifest = store.manifest()
+    pack = next(iter(manifest.collections.values())).model_copy(
+        update={"source": "contracts", "version": "bundled"}
+    )
+    store.write_manifest(
+        manifest.model_copy(update={"collections": {**manifest.collections, "contracts@bundled": pack}})
+    )
+    (line,) = [x for x in index_plan(home, ["9.1"], force=False, knowledge=True, model=None) if "pack" in x]
+    assert line.endswith("rebuilt only where it changed")
+    (line,) = [x for x in index_plan(home, ["9.1"], force=True, knowledge=True, model=None) if "pack" in x]
+    assert "rebuilt, under a minute" in line
 
 
 def test_a_changed_manual_is_announced_as_changed(home):

@@ -23,7 +23,7 @@ def index_plan(
     """Lines that say what a build with these arguments will index, and the estimated time."""
     from ptxrag.indexer.catalog import Store, collection_key
     from ptxrag.indexer.library import list_added
-    from ptxrag.indexer.schema import MANUAL_SOURCE
+    from ptxrag.indexer.schema import BUNDLED_VERSION, MANUAL_SOURCE
 
     added = list_added(home, MANUAL_SOURCE)
     chosen = [r for r in added if versions is None or r.version in versions]
@@ -57,7 +57,12 @@ def index_plan(
     elif not chosen:
         lines.append(f"no added manual is of version {', '.join(versions or [])}")
     if knowledge:
-        lines.append("knowledge pack (contracts, templates, hardware cards): rebuilt only where it changed")
+        packed = any(e.version == BUNDLED_VERSION for e in manifest.collections.values())
+        lines.append(
+            "knowledge pack (contracts, templates, hardware cards, patterns, hints): "
+            + ("rebuilt only where it changed" if packed and not force and not other_model else
+               f"{'not indexed yet' if not packed else 'rebuilt'}, under a minute (28 s at load 1 before patterns and hints joined it)")
+        )  # fmt: skip
     if versions is None and len(added) > 1:
         newest = added[0].version
         lines.append(
