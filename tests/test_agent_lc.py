@@ -44,3 +44,8 @@ def test_sandbox_tool_unknown_task_is_an_error_result_not_a_crash():
     out = sandbox_tool(sb).invoke({"task_id": "no-such-task", "source": "A"})
     assert "unknown task 'no-such-task'" in out and "known tasks" in out
     assert sb.seen == []
+
+
+def test_sandbox_tool_harness_failure_is_an_error_result_not_a_crash():
+    out = sandbox_tool(ScriptedSandbox(["raise"])).invoke({"task_id": "warp-reduce-redux", "source": "A"})
+    assert out == "the sandbox could not evaluate the kernel: OSError: nvcc vanished"

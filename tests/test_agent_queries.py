@@ -54,7 +54,8 @@ def test_each_kind_of_failure_asks_something_different():
 def test_success_and_no_code_add_no_feedback_queries():
     ok = round_queries(TASK, _record("success"), 6)
     none = round_queries(TASK, RoundRecord(round=1, prompt="p", reply="r", code=None, outcome="no code"), 6)
-    assert [q.text for q in ok] == [q.text for q in none] == [q.text for q in round_queries(TASK, None, 6)]
+    required = [q.text for q in round_queries(TASK, None, 6) if q.reason != "task statement"]
+    assert [q.text for q in ok] == [q.text for q in none] == required == ["redux.sync"]
 
 
 def test_asm_instructions_and_compiler_errors():
@@ -95,3 +96,12 @@ def test_compiler_messages_that_abbreviate_the_instruction_still_find_it_in_the_
     )
     assert _instruction_for("redux.f64", ["redux.sync.min.f32"], []) is None
     assert _instruction_for("foo", ["bar.baz"], []) is None
+
+
+def test_the_task_statement_is_asked_in_round_one_only():
+    """Its later hits are the next ones down a vague query's ranking, not knowledge the verdict asks for."""
+    assert any(q.reason == "task statement" for q in round_queries(TASK, None, 6))
+    for verdict in ("compile", "static", "correctness", "execution"):
+        later = round_queries(TASK, _record(verdict), 6)
+        assert later and not any(q.reason == "task statement" for q in later), verdict
+        assert any(q.text == "redux.sync" for q in later), verdict  # the required instruction still is

@@ -3,6 +3,7 @@ not run)", the per-task table, cost per solved episode, PTXBench's numbers label
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -140,3 +141,43 @@ def test_report_has_per_task_cells_na_external_and_relative_transcript_links(stu
     links = re.findall(r'href="([^"]+)"', page)
     assert len(links) == 4 and all((tmp_path / "rep" / x).resolve().is_file() for x in links)
     assert "[transcript](../study/episodes/x0/t/transcript.md)" in md
+
+
+def test_bench_summary_table_says_na_where_no_episode_ran_the_gpu(study):
+    """The table ``ptxrag bench`` prints at the end: y never ran the GPU (n/a, not 0%); x has verdicts."""
+    from rich.console import Console
+
+    from ptxrag.cli.bench_cmd import _summary_table
+
+    con = Console(width=250, record=True)
+    con.print(_summary_table(study))
+    rows = {
+        line.split("│")[1].strip(): line for line in con.export_text().splitlines() if "anthropic:m" in line
+    }
+    assert set(rows) == {"x", "y"}
+    assert "n/a (GPU not run)" in rows["y"] and "0% (0/" not in rows["y"]
+    assert "25% (1/4) [5–70%]" in rows["x"] and "n/a" not in rows["x"]
+
+
+def test_cost_table_budget_is_what_the_episode_ran_with_not_the_condition_file_now(tmp_path):
+    """templates.toml says 16000 today; an episode that ran at 8000 (its transcript header) is labelled 8000."""
+    out = tmp_path / "study"
+    rows = [
+        ep("warp-a", "templates", s).model_copy(
+            update={"transcript_jsonl": f"episodes/t{s}/transcript.jsonl"}
+        )
+        for s in range(2)
+    ]
+    rows[1] = rows[1].model_copy(update={"transcript_jsonl": None})  # no transcript: the file's budget
+    with BenchStore(out) as store:
+        store.check_settings({"max_rounds": "8", "budget_tokens": "per condition"})
+        for r in rows:
+            store.add_pending([r])
+            store.finish(r, [])
+    (out / "episodes" / "t0").mkdir(parents=True)
+    (out / "episodes" / "t0" / "transcript.jsonl").write_text(
+        json.dumps({"type": "episode", "budget_tokens": 8000}) + "\n"
+    )
+    md = Path(write_report(out, dest=tmp_path / "rep").markdown).read_text()
+    assert "| templates (budget 8000) | anthropic:m | 1 |" in md
+    assert "| templates (budget 16000) | anthropic:m | 1 |" in md

@@ -36,3 +36,14 @@ def test_interleaved_labels_and_empty_totals() -> None:
     lines = _run([("a", 0, 2), ("b", 0, 0), ("a", 1, 2), ("b", 0, 0), ("a", 2, 2)])
     assert lines[0] == "a: started (2 to do)" and lines[1] == "b: started (0 to do)"
     assert [ln.split(" (")[0] for ln in lines[2:]] == ["a: 1/2", "a: 2/2"]
+
+
+def test_a_step_first_heard_of_after_its_first_batch_counts_from_the_previous_step(monkeypatch) -> None:
+    """Embedding reports after each batch: its time starts when the step before it ended, not at 32/64."""
+    from ptxrag.cli import plainprogress
+
+    clock = iter([0.0, 1.0, 9.0, 10.0])
+    monkeypatch.setattr(plainprogress.time, "monotonic", lambda: next(clock))
+    lines = _run([("chunking", 0, 1), ("chunking", 1, 1), ("embedding", 32, 64), ("embedding", 64, 64)])
+    assert lines[2] == "embedding: started (64 to do)"
+    assert lines[3] == "embedding: 32/64 (50%, 8.0 s)" and lines[4] == "embedding: 64/64 (100%, 9.0 s)"

@@ -86,7 +86,10 @@ def sandbox_tool(sandbox: Evaluator | None = None) -> StructuredTool:
             from ptxrag.sandbox import Sandbox
 
             holder["sandbox"] = Sandbox()
-        rep = holder["sandbox"].evaluate(task, source)
+        try:
+            rep = holder["sandbox"].evaluate(task, source)
+        except Exception as e:  # a harness failure (no compiler, the service down) is an error result too
+            raise ToolException(f"the sandbox could not evaluate the kernel: {type(e).__name__}: {e}") from e
         head = (
             "SUCCESS"
             if rep.success

@@ -116,8 +116,16 @@ def feedback_queries(task: TaskSpec, last: RoundRecord) -> list[RetrievalQuery]:
 
 
 def round_queries(task: TaskSpec, last: RoundRecord | None, max_queries: int) -> list[RetrievalQuery]:
-    """Round 1: the task. Later: the verdict's queries first, then the task's (they find what is left)."""
-    qs = task_queries(task) if last is None else [*feedback_queries(task, last), *task_queries(task)]
+    """Round 1: the task. Later: the verdict's queries first, then the required instructions' (they find
+    what is left). The task statement is asked in round 1 only: it names no instruction, so once its best
+    sections were shown, each later round would get the next ones down its ranking, ever less related to
+    the task (measured on warp-elect-sum: the mma, cvt, ldmatrix and tcgen05 sections by round 4) and
+    scoring too close to its weak best for the relevance ratio to drop them."""
+    if last is None:
+        qs = task_queries(task)
+    else:
+        later = [q for q in task_queries(task) if q.reason != "task statement"]
+        qs = [*feedback_queries(task, last), *later]
     out: list[RetrievalQuery] = []
     seen: set[str] = set()
     for q in qs:

@@ -71,15 +71,17 @@ def plan_bench(
     prices = prices or load_prices()
     knowledge = knowledge or CorpusKnowledge()
     episodes: list[Episode] = resolve(spec, check_models=False)  # no key needed to price a study
-    cache: dict[tuple[str, str, int | None], tuple[int, int, int, str]] = {}
+    cache: dict[tuple[str, str, int | None, str | None], tuple[int, int, int, str]] = {}
     prints: dict[str, dict[str, set[str]]] = {}
     out: list[EpisodeEstimate] = []
     for ep in episodes:
-        key = (ep.task.id, ep.key.condition, ep.budget_tokens)
+        key = (ep.task.id, ep.key.condition, ep.budget_tokens, ep.history)
         if key not in cache:
             cond = load_condition(ep.key.condition)
             if ep.budget_tokens is not None:
                 cond = cond.with_budget(ep.budget_tokens)
+            if ep.history is not None:
+                cond = cond.with_history(ep.history)
             cache[key] = estimate_episode_tokens(
                 cond,
                 ep.task,

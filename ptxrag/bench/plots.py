@@ -188,7 +188,8 @@ def task_heatmap(
     title = "Per task and condition"
     if not tasks or not columns:
         return _empty(title, "no finished episodes")
-    ncols = 2 if len(panels) > 1 else 1
+    # panels side by side while they stay readable; many columns (conditions on study axes): one per row
+    ncols = 2 if len(panels) > 1 and len(columns) <= 6 else 1
     nrows = math.ceil(len(panels) / ncols)
     w = max(3.2, 1.15 * len(columns) + 2.4)
     h = 0.5 * len(tasks) + 1.9

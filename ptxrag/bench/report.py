@@ -91,6 +91,7 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
                 ["conditions", uniq("condition")],
                 ["samples per cell", str(len({r.sample for r in all_rows}))],
                 ["round limit", uniq("max_rounds")],
+                *_axis_rows(out),
                 ["episodes", ", ".join(f"{n} {s}" for s, n in status.items() if n) or "none"],
             ],
         )
@@ -128,6 +129,22 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
         )
     )
     return sec
+
+
+def _axis_rows(out: Path) -> list[list[str]]:
+    """The study's context budget and history mode: one for every episode, the conditions' own, or an
+    axis (then each value is its own condition: ``templates@8k``, ``templates/full``)."""
+    with BenchStore(out, create=False) as store:
+        meta = store.meta()
+    rows = []
+    for key, label in (("budget_tokens", "context budget (tokens)"), ("history", "history mode")):
+        value = meta.get(key, "per condition")  # folders from before the history setting: the conditions'
+        if value == "None":
+            value = "per condition"
+        rows.append(
+            [label, f"study axis: {value.removeprefix('axis ')}" if value.startswith("axis ") else value]
+        )
+    return rows
 
 
 def _transcript_link(r: EpisodeRow, out: Path, base: Path) -> str:
@@ -240,6 +257,11 @@ def build_report(
 
     step("cost")
     doc.sections.append(sections.cost(out, done))
+
+    step("context per condition")
+    from .context_report import context_sections
+
+    doc.sections.extend(context_sections(out))
 
     step("failure reasons")
     family = {r.episode_id: r.family for r in done}

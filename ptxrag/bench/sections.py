@@ -3,6 +3,8 @@ rest). Each takes the finished episodes and returns one :class:`Section`."""
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from .metrics import GroupSummary
 from .records import EpisodeRow
 from .render import Figure, Paragraph, Section, Table
 from .store import BenchStore
+from .study import parse_budget
 
 
 def _column(r: EpisodeRow, models: int) -> str:
@@ -132,20 +135,51 @@ def pass_at_k(done: list[EpisodeRow]) -> Section:
 
 
 def _budget_labels(out: Path, rows: list[EpisodeRow]) -> dict[str, str]:
-    """condition spec -> its context budget in tokens: the study's --budget, else the condition's own."""
+    """episode id -> its context budget in tokens: what its transcript says it ran with, else the budget
+    axis value in its condition name (``templates@8k``), else the study's --budget, else the condition's
+    own as its file says now (which may have changed since the episode ran)."""
     with BenchStore(out, create=False) as store:
         fixed = store.meta().get("budget_tokens", "per condition")
+    own: dict[str, str] = {}
     labels = {}
-    for spec in {r.condition_spec for r in rows}:
-        if fixed not in ("per condition", "None"):
-            labels[spec] = fixed
-            continue
-        path = Path(spec) if spec.endswith(".toml") else _BUILTIN_CONDITIONS / f"{spec}.toml"
-        try:
-            labels[spec] = str(tomllib.loads(path.read_text()).get("budget_tokens", "default"))
-        except (OSError, tomllib.TOMLDecodeError):
-            labels[spec] = "?"
+    for r in rows:
+        ran_with = _transcript_budget(out, r)
+        on_axis = _AXIS_BUDGET.search(r.condition) if fixed.startswith("axis") else None
+        if ran_with is not None:
+            labels[r.episode_id] = str(ran_with)
+        elif on_axis:
+            labels[r.episode_id] = str(parse_budget(on_axis.group(1)))
+        elif fixed not in ("per condition", "None") and not fixed.startswith("axis"):
+            labels[r.episode_id] = fixed
+        else:
+            if r.condition_spec not in own:
+                own[r.condition_spec] = _condition_budget(r.condition_spec)
+            labels[r.episode_id] = own[r.condition_spec]
     return labels
+
+
+#: the budget in a condition name on the budget axis: ``templates@8k``, ``rag@16000/full``
+_AXIS_BUDGET = re.compile(r"@(\d+k?)(?:/|$)")
+
+
+def _transcript_budget(out: Path, r: EpisodeRow) -> int | None:
+    """The budget in the header line of the episode's ``transcript.jsonl`` (None without one)."""
+    if not r.transcript_jsonl:
+        return None
+    try:
+        with (out / r.transcript_jsonl).open(encoding="utf-8") as f:
+            value = json.loads(f.readline()).get("budget_tokens")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _condition_budget(spec: str) -> str:
+    path = Path(spec) if spec.endswith(".toml") else _BUILTIN_CONDITIONS / f"{spec}.toml"
+    try:
+        return str(tomllib.loads(path.read_text()).get("budget_tokens", "default"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return "?"
 
 
 #: the built-in conditions' TOML files (read as data: importing the agent package would load LangGraph)
@@ -158,8 +192,7 @@ def cost(out: Path, done: list[EpisodeRow]) -> Section:
     sec = Section("Cost efficiency")
     budgets = _budget_labels(out, done)
     rows = [
-        r.model_copy(update={"condition": f"{r.condition} (budget {budgets[r.condition_spec]})"})
-        for r in done
+        r.model_copy(update={"condition": f"{r.condition} (budget {budgets[r.episode_id]})"}) for r in done
     ]
     eff = metrics.cost_efficiency(rows, ("condition", "model"))
     sec.blocks.append(Paragraph(

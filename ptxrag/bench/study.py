@@ -11,11 +11,16 @@ import json
 import re
 from itertools import product
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ptxrag.base.errors import ConfigInputError
 from ptxrag.tasks import TaskSpec
+
+#: the agent's history modes (agent_graph.conditions.HistoryMode; spelled out so a study's settings are
+#: checked without importing the agent)
+HistoryModeName = Literal["full", "last-k", "summary"]
 
 
 class BenchConfigError(ConfigInputError, ValueError):
@@ -38,6 +43,11 @@ class BenchSpec(_Frozen):
     budgets: list[int] | None = Field(
         None, description="a study axis: every episode once per budget (overrides the conditions')"
     )
+    history: list[HistoryModeName] | None = Field(
+        None,
+        description="history modes (overriding the conditions'): one applies to every episode; several "
+        "are a study axis, every episode once per mode",
+    )
 
     @field_validator("budgets")
     @classmethod
@@ -57,6 +67,22 @@ class BenchSpec(_Frozen):
     @property
     def budget_axis(self) -> list[int | None]:
         return list(self.budgets) if self.budgets else [self.budget_tokens]
+
+    @field_validator("history")
+    @classmethod
+    def _histories(cls, v: list[HistoryModeName] | None) -> list[HistoryModeName] | None:
+        if v is not None and (not v or len(set(v)) != len(v)):
+            raise ValueError("history: distinct modes (full, last-k, summary)")
+        return v
+
+    @property
+    def history_axis(self) -> list[HistoryModeName | None]:
+        """The history mode of each pass over the study (None: each condition's own)."""
+        return list(self.history) if self.history else [None]
+
+    @property
+    def history_is_axis(self) -> bool:
+        return self.history is not None and len(self.history) > 1
 
     @field_validator("tasks", "models", "conditions")
     @classmethod
@@ -78,6 +104,7 @@ class EpisodeKey(_Frozen):
     condition: str
     sample: int = Field(ge=0)
     budget_tokens: int | None = Field(None, description="set when budgets are a study axis")
+    history: HistoryModeName | None = Field(None, description="set when history modes are a study axis")
 
     @property
     def episode_id(self) -> str:
@@ -85,10 +112,10 @@ class EpisodeKey(_Frozen):
         parts: list[object] = [self.task_id, self.model, self.condition, self.sample]
         if self.budget_tokens is not None:
             parts.append(self.budget_tokens)
+        if self.history is not None:  # appended only when set: ids of studies without the axis are unchanged
+            parts.append(f"history={self.history}")
         digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:10]
-        cond = condition_label(self.condition)
-        if self.budget_tokens is not None:
-            cond += f"@{budget_label(self.budget_tokens)}"
+        cond = axis_name(condition_label(self.condition), self.budget_tokens, self.history)
         return f"{self.task_id}.{_slug(cond)}.{_slug(model_label(self.model))}.s{self.sample}.{digest}"
 
 
@@ -101,6 +128,7 @@ class Episode(_Frozen):
     condition_name: str
     max_rounds: int
     budget_tokens: int | None = None
+    history: HistoryModeName | None = Field(None, description="overrides the condition's history mode")
 
     @property
     def episode_id(self) -> str:
@@ -114,6 +142,17 @@ def _slug(text: str, limit: int = 40) -> str:
 def budget_label(tokens: int) -> str:
     """8000 -> ``8k``; 8192 -> ``8192``."""
     return f"{tokens // 1000}k" if tokens % 1000 == 0 else str(tokens)
+
+
+def axis_name(condition: str, budget_tokens: int | None, history: str | None) -> str:
+    """A condition's name on the study's axes: ``templates``, ``templates@8k``, ``templates/full``,
+    ``templates@8k/full`` (each axis value is its own condition in every table)."""
+    name = condition
+    if budget_tokens is not None:
+        name += f"@{budget_label(budget_tokens)}"
+    if history is not None:
+        name += f"/{history}"
+    return name
 
 
 def parse_budget(text: str) -> int:
@@ -196,21 +235,24 @@ def resolve(spec: BenchSpec, *, check_models: bool = True) -> list[Episode]:
     if problems:
         raise BenchConfigError("the study cannot run:\n  " + "\n  ".join(dict.fromkeys(problems)))
     episodes = []
-    axis = spec.budget_axis
-    for task, model, (cond, cname), budget, sample in product(
-        tasks, models, conditions.items(), axis, range(spec.samples)
+    for task, model, (cond, cname), budget, history, sample in product(
+        tasks, models, conditions.items(), spec.budget_axis, spec.history_axis, range(spec.samples)
     ):
         on_axis = budget if spec.budgets else None
-        key = EpisodeKey(task_id=task.id, model=model, condition=cond, sample=sample, budget_tokens=on_axis)
+        history_on_axis = history if spec.history_is_axis else None
+        key = EpisodeKey(
+            task_id=task.id, model=model, condition=cond, sample=sample, budget_tokens=on_axis,
+            history=history_on_axis,
+        )  # fmt: skip
         episodes.append(
             Episode(
                 key=key,
                 task=task,
                 model_spec=model_for_task(model, task.id),
-                # with budgets as an axis, each budget is its own condition in every table: name@8k
-                condition_name=f"{cname}@{budget_label(on_axis)}" if on_axis is not None else cname,
+                condition_name=axis_name(cname, on_axis, history_on_axis),
                 max_rounds=spec.max_rounds,
                 budget_tokens=budget,
+                history=history,
             )
         )
     return episodes

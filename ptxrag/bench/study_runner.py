@@ -104,6 +104,12 @@ def _budget_setting(spec: BenchSpec) -> str:
     return str(spec.budget_tokens or "per condition")
 
 
+def _history_setting(spec: BenchSpec) -> str:
+    if spec.history_is_axis:
+        return "axis " + ",".join(spec.history or [])
+    return spec.history[0] if spec.history else "per condition"
+
+
 def _relative(path: str, out: Path) -> str:
     try:
         return str(Path(path).resolve().relative_to(out))
@@ -141,7 +147,13 @@ def run_bench(
             opts.update(gpu_shared=gpu_shared)
         executor = make_executor(executor, **opts)
     with _exclusive(out), BenchStore(out) as store:
-        store.check_settings({"max_rounds": str(spec.max_rounds), "budget_tokens": _budget_setting(spec)})
+        store.check_settings(
+            {
+                "max_rounds": str(spec.max_rounds),
+                "budget_tokens": _budget_setting(spec),
+                "history": _history_setting(spec),
+            }
+        )
         store.add_pending([episode_base(ep) for ep in episodes])
         status = {e.episode_id: e.status for e in store.episodes()}
         todo = [ep for ep in episodes if status.get(ep.episode_id) != "done"]

@@ -26,8 +26,9 @@ def _expand_tasks(names: list[str]) -> list[str]:
 
 
 def _summary_table(out: Path) -> Table:
+    from ptxrag.bench.formatting import stage
     from ptxrag.bench.metrics import aggregate
-    from ptxrag.bench.report import pct, short_models
+    from ptxrag.bench.report import short_models
     from ptxrag.bench.store import BenchStore
 
     with BenchStore(out, create=False) as store:
@@ -45,8 +46,9 @@ def _summary_table(out: Path) -> Table:
         t.add_column(col)
     for s in aggregate(rows, ("condition", "model")):
         t.add_row(
-            str(s.group["condition"]), str(s.group["model"]), str(s.episodes), pct(s.rates["static_ok"], False),
-            pct(s.rates["success"]), str(s.unverified), f"{s.mean_rounds:.1f}" if s.mean_rounds is not None else "–",
+            # success reads n/a, not 0%, where no episode of the group had its GPU stages run
+            str(s.group["condition"]), str(s.group["model"]), str(s.episodes), stage(s, "static_ok", False),
+            stage(s, "success"), str(s.unverified), f"{s.mean_rounds:.1f}" if s.mean_rounds is not None else "–",
         )  # fmt: skip
     return t
 
@@ -117,6 +119,13 @@ def bench_cmd(
         str | None,
         typer.Option(help="budgets as a study axis, e.g. 8k,16k,32k: every episode once per budget"),
     ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            help="history mode for every episode (full, last-k, summary); several, e.g. full,summary, are a "
+            "study axis: every episode once per mode (default: each condition's)"
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -153,6 +162,7 @@ def bench_cmd(
         spec = BenchSpec(
             tasks=_expand_tasks(_split(tasks)), models=_split(models), conditions=_split(conditions),
             samples=samples, max_rounds=max_rounds, budget_tokens=budget, budgets=axis,
+            history=_split([history]) if history else None,
         )  # fmt: skip
     except ValueError as e:
         fail(f"invalid study settings: {e}")
@@ -226,11 +236,9 @@ def report_cmd(
             )
     except (FileNotFoundError, PriceError) as e:
         fail(str(e))
-    from ptxrag.bench.context_report import context_markdown, write_context_report
+    from ptxrag.bench.context_report import write_context_report
 
-    context = write_context_report(folder, dest)
-    with Path(files.markdown).open("a") as f:  # the context section closes report.md
-        f.write("\n" + context_markdown(folder))
+    context = write_context_report(folder, dest)  # the report's context sections alone
     console.print(f"{files.finished}/{files.episodes} episode(s) finished and reported")
     console.print(f"markdown: {files.markdown}\nhtml:     {files.html}\ncontext:  {context}")
 

@@ -216,9 +216,18 @@ def index_cmd(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Index the added manuals and the bundled knowledge pack (contracts, templates, hardware cards)."""
+    """Index the added manuals and the bundled knowledge pack (contracts, templates, hardware cards).
+
+    It says first what it will index and about how long; --version indexes only the manuals a study needs."""
     from ptxrag.indexer import build_index
 
+    from .index_plan import index_plan
+
+    try:
+        for line in index_plan(None, version, force=force, knowledge=not no_knowledge, model=model):
+            err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    except _errors() as e:
+        fail(str(e))
     _limit_threads()
     if not err_console.is_terminal:
         from .plainprogress import PlainProgress

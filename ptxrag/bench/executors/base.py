@@ -40,6 +40,7 @@ def run_episode(
         sandbox=sandbox,
         retriever=retriever,
         budget_tokens=ep.budget_tokens,
+        history=ep.history,
         episode_id=ep.episode_id,
         runs_dir=episode_dir(out, ep.episode_id),
         on_event=on_event,
