@@ -23,6 +23,8 @@ class GpuSharing(Protocol):
 
 @dataclass(frozen=True)
 class StageLimits:
+    #: CPU seconds each compiler process may use (compile stage and mutant builds); also their wall-clock
+    #: deadline on an idle machine, stretched by the load and PTXRAG_TIMEOUT_SCALE (compile.run_compiler)
     compile_s: float = 180.0
     gpu_start_s: float = 90.0  # worker start: import torch, CUDA init, load the library
     correctness_s: float = 120.0
