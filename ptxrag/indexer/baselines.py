@@ -32,6 +32,8 @@ _PLAIN = dict(
     history_factor=1.0,
     pack_share=1.0,
     dense_rewrite=False,
+    adapter=False,
+    rerank=False,
 )
 ABLATIONS: dict[str, FusionWeights] = {
     "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
