@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=1e-2, help="penalty on ||A||^2 (keeps it near the base model)")
     ap.add_argument("--tau", type=float, default=0.05, help="softmax temperature over section scores")
     ap.add_argument("--hide-source", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--all-sentences", action="store_true", help="every Description sentence, not the first")
     ap.add_argument("--check-dev", action="store_true", help="report dense recall on the dev split")
     ap.add_argument("--out", type=Path, default=ADAPTER_PATH)
     ap.add_argument("--no-save", action="store_true")
@@ -64,7 +65,7 @@ def main() -> None:
     rows = np.asarray([loaded.chunk_section[i] for i in ids])
     n_sec = len(loaded.sections)
 
-    pq = pseudo_queries(loaded.sections)
+    pq = pseudo_queries(loaded.sections, all_sentences=args.all_sentences)
     emb = r.embedder()
     qv = emb.encode([q.query for q in pq], batch_size=64)
     target = np.asarray([loaded.row_of[q.section] for q in pq])
@@ -158,6 +159,7 @@ def main() -> None:
             "l2": args.l2,
             "tau": args.tau,
             "hide_source": args.hide_source,
+            "all_sentences": args.all_sentences,
             "heldout_r1": round(best, 4),
         }
         save_adapter(args.out, best_state.numpy(), r.spec, meta)

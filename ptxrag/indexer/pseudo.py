@@ -62,7 +62,7 @@ def _ok(words: int) -> bool:
     return MIN_WORDS <= words <= MAX_WORDS
 
 
-def _instruction_queries(section: Section) -> Iterator[PseudoQuery]:
+def _instruction_queries(section: Section, all_sentences: bool) -> Iterator[PseudoQuery]:
     names = list(section.defines) + [short_title(section.title)]
     low_names = {n.lower().replace(" ", "") for n in names}
     label = None
@@ -81,7 +81,7 @@ def _instruction_queries(section: Section) -> Iterator[PseudoQuery]:
                 q = mask_names(sent, names)
                 if _ok(len(q.split())) and q.lower() != "this instruction":
                     yield PseudoQuery(q, section.number, kind, _norm(sent))
-                if kind == "description":
+                if kind == "description" and not all_sentences:
                     break  # the first sentence of each paragraph says most
 
 
@@ -113,15 +113,16 @@ def _release_queries(section: Section) -> Iterator[PseudoQuery]:
             yield PseudoQuery(query, section.number, "release", text)
 
 
-def pseudo_queries(sections: Sequence[Section]) -> list[PseudoQuery]:
-    """Every pseudo-query of a manual, in section order, duplicates (same query text) dropped."""
+def pseudo_queries(sections: Sequence[Section], *, all_sentences: bool = False) -> list[PseudoQuery]:
+    """Every pseudo-query of a manual, in section order, duplicates (same query text) dropped; a
+    Description gives the first sentence of each paragraph, or with ``all_sentences`` every one."""
     out: list[PseudoQuery] = []
     seen: set[str] = set()
     for s in sections:
         if _RELEASE.match(s.title):
             gen: Iterator[PseudoQuery] = _release_queries(s)
         elif s.defines:
-            gen = _instruction_queries(s)
+            gen = _instruction_queries(s, all_sentences)
         else:
             gen = _prose_queries(s)
         for q in gen:

@@ -337,32 +337,33 @@ class Retriever:
             raise IndexerError(f"k must be at least 1, got {k}")
         keys = self._keys(version, sources)
         w = weights or self.weights
-        fused = self.fused(query, keys, w, exclude_sections)
+        # sections already seen are dropped after ranking, so the scores of a search with exclusions
+        # are those of the same search without them (the agent compares the two)
+        fused = self.fused(query, keys, w)
         ranked = fused.ranked
         if w.rerank and self.reranker is not None and len(ranked) > 1:
             ranked = self._rerank(self.reranker, query, fused)
+        excluded = set(exclude_sections)
+        ranked = [(c, v) for c, v in ranked if c.key[1] not in excluded]
         hits = []
         for cand, score in _quota(ranked, k, self._pack_slots(keys, k, w)):
             loaded = self._loaded[cand.key[0]]
             hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
         return hits
 
-    def fused(
-        self, query: str, keys: list[str], w: FusionWeights, exclude_sections: Collection[str] = ()
-    ) -> Fused:
+    def fused(self, query: str, keys: list[str], w: FusionWeights) -> Fused:
         """The candidates of collections ``keys`` in fused order (before the reranker)."""
         base = self._query_vector(dense_query(query) if w.dense_rewrite else query)
         adapted = self.adapter.apply(base) if self.adapter is not None else None
         qvec = adapted if w.adapter and adapted is not None else base
         tokens = query_tokens(query) if w.glossary else tokenize(query)
-        excluded = set(exclude_sections)
         candidates: list[Candidate] = []
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
         for key in keys:
             loaded = self._collection(key)
-            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted, excluded))
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted))
             for number, names in loaded.defines.items():
-                if names and number not in excluded:
+                if names:
                     defines[(key, number)] = names
         vocab = {n for names in defines.values() for n in names}
         bonus = _name_bonus(names_in_query(query, vocab), defines)
@@ -377,10 +378,24 @@ class Retriever:
         rows = self.rerank_rows(top, fused.bonus, fused.weights)
         s = reranker.scores(features(rows, query, **fused.intents))
         rel = np.exp(s - s.max())
-        order = np.argsort(-rel, kind="stable")
-        out = [(top[i][0], float(rel[i])) for i in order]
+        order = [int(i) for i in np.argsort(-rel, kind="stable")]
+        # a pack document tagged with the name the query asks about never passes a manual section
+        # that defines it (its bonus is capped at the manual's): it moves below the last such section
+        for i in [i for i in order if rows[i].pack and rows[i].bonus > 0]:
+            later = [
+                j
+                for j in order[order.index(i) + 1 :]
+                if not rows[j].pack and rows[j].bonus >= rows[i].bonus
+            ]
+            if later:
+                order.remove(i)
+                order.insert(order.index(later[-1]) + 1, i)
+        out, floor = [], 1.0
+        for i in order:
+            floor = min(floor, float(rel[i]))  # scores never rise down the list
+            out.append((top[i][0], floor))
         if rest:
-            floor = 0.5 * float(rel.min())
+            floor *= 0.5
             first = rest[0][1] or 1.0
             out += [(c, floor * max(v, 0.0) / first) for c, v in rest]
         return out
@@ -418,7 +433,6 @@ class Retriever:
         tokens: list[str],
         qvec: np.ndarray,
         adapted: np.ndarray | None,
-        excluded: set[str],
     ) -> list[Candidate]:
         out: dict[int, Candidate] = {}
 
@@ -457,7 +471,7 @@ class Retriever:
                 if alt is not None:
                     for row, c in out.items():
                         c.adapted = float(alt[row])
-        return [c for row, c in out.items() if loaded.sections[row].number not in excluded]
+        return list(out.values())
 
     def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
         if loaded.vectors is None or loaded.vector_rows is None:
