@@ -44,7 +44,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--l2", type=float, default=1e-2, help="penalty on ||A||^2 (keeps it near the base model)")
+    ap.add_argument(
+        "--l2", type=float, default=1e-2, help="penalty on ||A||^2 (keeps it near the base model)"
+    )
     ap.add_argument("--tau", type=float, default=0.05, help="softmax temperature over section scores")
     ap.add_argument("--hide-source", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--all-sentences", action="store_true", help="every Description sentence, not the first")

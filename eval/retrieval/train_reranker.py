@@ -50,8 +50,17 @@ def collect(r: Retriever, version: str) -> list[tuple[str, np.ndarray, np.ndarra
     return out
 
 
-def fit(data: list[tuple[str, np.ndarray, np.ndarray]], l2: float, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    usable = [(torch.from_numpy((x - mean) / scale), torch.from_numpy(m)) for _, x, m in data if m.any()]
+def fit(
+    data: list[tuple[str, np.ndarray, np.ndarray]],
+    l2: float,
+    mean: np.ndarray,
+    scale: np.ndarray,
+    keep: np.ndarray,
+) -> np.ndarray:
+    """Listwise softmax fit; features outside ``keep`` get weight 0 (ablations)."""
+    usable = [
+        (torch.from_numpy((x - mean) / scale * keep), torch.from_numpy(m)) for _, x, m in data if m.any()
+    ]
     w = torch.zeros(len(FEATURES), dtype=torch.float32, requires_grad=True)
     opt = torch.optim.LBFGS([w], lr=0.5, max_iter=300, line_search_fn="strong_wolfe")
 
@@ -92,7 +101,11 @@ def main() -> None:
     ap.add_argument("--l2", type=float, nargs="*", default=[1e-3, 3e-3, 1e-2, 3e-2, 1e-1])
     ap.add_argument("--out", type=Path, default=RERANK_PATH)
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--drop", nargs="*", default=[], help="features (or suffixes, e.g. adapted) left out")
     args = ap.parse_args()
+    keep = np.asarray(
+        [not any(f == d or f.endswith("_" + d) for d in args.drop) for f in FEATURES], dtype=np.float32
+    )
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     threadpool_limits(1, "blas")
@@ -102,7 +115,9 @@ def main() -> None:
     for v in ("9.1", "9.0"):
         if v in r.versions():
             data += collect(r, v)
-    print(f"{len(data)} dev searches ({sum(1 for d in data if d[2].any())} with a relevant candidate in the top {RERANK_DEPTH}), {time.perf_counter() - t0:.0f} s")
+    print(
+        f"{len(data)} dev searches ({sum(1 for d in data if d[2].any())} with a relevant candidate in the top {RERANK_DEPTH}), {time.perf_counter() - t0:.0f} s"
+    )
     allx = np.concatenate([x for _, x, _ in data])
     mean = allx.mean(0)
     scale = np.where(allx.std(0) > 1e-6, allx.std(0), 1.0)
@@ -113,7 +128,7 @@ def main() -> None:
         cv: list[int | None] = [None] * len(data)
         for f in range(5):
             train = [d for d in data if fold(d[0], 5) != f]
-            w = fit(train, l2, mean, scale)
+            w = fit(train, l2, mean, scale, keep)
             for i, d in enumerate(data):
                 if fold(d[0], 5) == f:
                     cv[i] = ranks([d], lambda x, w=w: ((x - mean) / scale) @ w)[0]
@@ -123,8 +138,10 @@ def main() -> None:
             best = (l2, r1, r5)
     assert best is not None
     l2 = best[0]
-    w = fit(data, l2, mean, scale)
-    print(f"chosen l2 {l2:g}; weights: " + ", ".join(f"{n} {v:+.2f}" for n, v in zip(FEATURES, w, strict=True)))
+    w = fit(data, l2, mean, scale, keep)
+    print(
+        f"chosen l2 {l2:g}; weights: " + ", ".join(f"{n} {v:+.2f}" for n, v in zip(FEATURES, w, strict=True))
+    )
     if not args.no_save:
         meta = {
             "trained_on": f"dev split of the packaged sets, {len(data)} searches",
@@ -133,6 +150,7 @@ def main() -> None:
             "cv_recall_at_1": round(best[1], 4),
             "cv_recall_at_5": round(best[2], 4),
             "fused_recall_at_1": round(recall(fused_ranks, 1), 4),
+            "dropped": list(args.drop),
         }
         rr = Reranker(w.astype(np.float32), mean.astype(np.float32), scale.astype(np.float32), meta)
         args.out.write_text(rr.to_json() + "\n", encoding="utf-8")

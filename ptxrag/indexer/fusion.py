@@ -46,9 +46,12 @@ class FusionWeights(BaseModel):
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
     dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
     adapter: bool = Field(
-        False, description="fuse the dense signal through the learned query adapter (adapter.py) instead of as is"
+        False,
+        description="fuse the dense signal through the learned query adapter (adapter.py) instead of as is",
     )
-    rerank: bool = Field(True, description="reorder the fused top candidates with the learned reranker (rerank.py)")
+    rerank: bool = Field(
+        True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
+    )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"

@@ -53,7 +53,9 @@ def mask_names(text: str, names: Sequence[str]) -> str:
     "this instruction": a pseudo-query must describe, not name."""
     out = text
     for name in sorted({n for n in names if n}, key=len, reverse=True):
-        out = re.sub(rf"(?<![\w.%]){re.escape(name)}(?:\.[\w:]+)*(?![\w])", "this instruction", out, flags=re.I)
+        out = re.sub(
+            rf"(?<![\w.%]){re.escape(name)}(?:\.[\w:]+)*(?![\w])", "this instruction", out, flags=re.I
+        )
     out = re.sub(r"(?:this instruction[ ,/and]*){2,}", "this instruction ", out)
     return re.sub(r"\s+", " ", out).strip()
 

@@ -67,9 +67,7 @@ def _rank_feature(rank: int | None) -> float:
     return 1.0 / math.log2(rank + 1) if rank is not None else 0.0
 
 
-def features(
-    rows: Sequence[Row], query: str, *, asks_instruction: bool, asks_history: bool
-) -> np.ndarray:
+def features(rows: Sequence[Row], query: str, *, asks_instruction: bool, asks_history: bool) -> np.ndarray:
     """The feature matrix (one row per candidate, columns ``FEATURES``)."""
     ranks: dict[str, dict[tuple[str, str], int]] = {}
     best: dict[str, float] = {}

@@ -383,9 +383,7 @@ class Retriever:
         # that defines it (its bonus is capped at the manual's): it moves below the last such section
         for i in [i for i in order if rows[i].pack and rows[i].bonus > 0]:
             later = [
-                j
-                for j in order[order.index(i) + 1 :]
-                if not rows[j].pack and rows[j].bonus >= rows[i].bonus
+                j for j in order[order.index(i) + 1 :] if not rows[j].pack and rows[j].bonus >= rows[i].bonus
             ]
             if later:
                 order.remove(i)
