@@ -379,15 +379,14 @@ class Retriever:
         s = reranker.scores(features(rows, query, **fused.intents))
         rel = np.exp(s - s.max())
         order = [int(i) for i in np.argsort(-rel, kind="stable")]
-        # a pack document tagged with the name the query asks about never passes a manual section
-        # that defines it (its bonus is capped at the manual's): it moves below the last such section
-        for i in [i for i in order if rows[i].pack and rows[i].bonus > 0]:
-            later = [
-                j for j in order[order.index(i) + 1 :] if not rows[j].pack and rows[j].bonus >= rows[i].bonus
-            ]
-            if later:
-                order.remove(i)
-                order.insert(order.index(later[-1]) + 1, i)
+        # when the query names an instruction the manual defines, no pack document passes the first
+        # manual section defining it (a contract tagged with the name, or a template using it, comes
+        # after the reference): those ranked above it move to just below it, in their order
+        named = [i for i in order if not rows[i].pack and rows[i].bonus > 0]
+        if named:
+            at = order.index(named[0])
+            ahead = [i for i in order[:at] if rows[i].pack]
+            order = [i for i in order[: at + 1] if not rows[i].pack] + ahead + order[at + 1 :]
         out, floor = [], 1.0
         for i in order:
             floor = min(floor, float(rel[i]))  # scores never rise down the list
