@@ -15,7 +15,7 @@ from ptxrag.indexer.embedding import ModelSpec, resolve_model
 from ptxrag.indexer.fusion import Candidate
 from ptxrag.indexer.library import ManualChecks
 from ptxrag.indexer.pseudo import holdout, mask_names, pseudo_queries
-from ptxrag.indexer.rerank import FEATURES, RERANK_PATH, Row, features, load_reranker
+from ptxrag.indexer.rerank import FEATURES, RERANK_PATH, Reranker, Row, features, load_reranker
 from ptxrag.indexer.schema import Section
 
 MINI_HTML = Path(__file__).parent / "fixtures" / "manuals" / "ptx-isa-mini.html"
@@ -116,9 +116,13 @@ def test_features_see_signal_ranks_and_the_section_tree() -> None:
 def test_a_reranker_file_for_other_features_is_not_used(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     n = len(FEATURES)
-    good = {"features": list(FEATURES), "weights": [0.0] * n, "mean": [0.0] * n, "scale": [1.0] * n}
-    path.write_text(json.dumps(good))
-    assert load_reranker(path) is not None
+    w = np.linspace(-1, 1, n).astype(np.float32)
+    path.write_text(Reranker(w, np.zeros(n, np.float32), np.ones(n, np.float32), {"seed": 3}).to_json())
+    got = load_reranker(path)
+    assert got is not None and got.meta == {"seed": 3}
+    x = np.eye(n, dtype=np.float32)
+    assert np.allclose(got.scores(x), w, atol=1e-5)
+    good = json.loads(path.read_text())
     stale = tmp_path / "s.json"
     stale.write_text(json.dumps({**good, "features": [*FEATURES[:-1], "gone"]}))
     assert load_reranker(stale) is None
@@ -138,7 +142,9 @@ def test_packaged_adapter_and_reranker_fit_the_bundled_model_and_todays_features
 @pytest.fixture
 def mini(tmp_path: Path) -> Retriever:
     home = tmp_path / "home"
-    add_manual(MINI_HTML, version="9.1", home=home, checks=ManualChecks(min_sections=1, min_instruction_sections=1))
+    add_manual(
+        MINI_HTML, version="9.1", home=home, checks=ManualChecks(min_sections=1, min_instruction_sections=1)
+    )
     build_index(home)
     return Retriever(home)
 
@@ -155,6 +161,15 @@ def test_reranked_search_scores_and_exclusions(mini: Retriever) -> None:
     assert [h.score for h in rest] == scores[1:]
     plain = mini.search(query, 5, sources=["ptx-isa"], weights=FusionWeights(rerank=False))
     assert {h.section_number for h in plain} & {h.section_number for h in hits}
+    # the exact scan reads the chunk vectors the build saved, the same Chroma holds, in chunk order
+    loaded = mini._collection("ptx-isa@9.1")
+    folder = mini.store.lexical_dir(loaded.entry.physical)
+    saved = mini.store.read_vectors(folder, len(loaded.chunk_section))
+    got = mini._chroma(loaded).get(include=["embeddings"])
+    chroma = dict(zip(got["ids"], np.asarray(got["embeddings"]), strict=True))
+    assert saved is not None
+    assert np.allclose(saved, np.stack([chroma[c] for c in loaded.chunk_section]), atol=1e-6)
+    assert mini.store.read_vectors(folder, len(loaded.chunk_section) + 1) is None  # a stale file is ignored
     # every candidate carries its best chunk's cosine, plain and through the adapter
     fused = mini.fused(query, mini._keys(None, ["ptx-isa"]), mini.weights)
     assert all(c.dense is not None and c.adapted is not None for c, _ in fused.ranked)

@@ -473,6 +473,11 @@ class Retriever:
     def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
         if loaded.vectors is None or loaded.vector_rows is None:
             with self._lock:
+                folder = self.store.lexical_dir(loaded.entry.physical)
+                saved = self.store.read_vectors(folder, len(loaded.chunk_section))
+                if loaded.vectors is None and saved is not None:
+                    loaded.vector_rows = np.asarray(list(loaded.chunk_section.values()), dtype=np.int64)
+                    loaded.vectors = np.ascontiguousarray(saved)
                 if loaded.vectors is None:
                     got = self._chroma(loaded).get(include=["embeddings"])
                     rows = [loaded.chunk_section.get(cid, -1) for cid in got["ids"]]
@@ -491,7 +496,8 @@ class Retriever:
     def _dense(self, loaded: _Loaded, qvec: np.ndarray) -> tuple[np.ndarray | None, list[int]]:
         """Per section the cosine similarity of its best chunk (exact: every chunk vector is scanned, a
         matrix product of a few milliseconds at most), and the sections of the ``DENSE_CANDIDATES``
-        nearest chunks, nearest first. The vectors are read from Chroma once per collection."""
+        nearest chunks, nearest first. The vectors are read once per collection, from the index's
+        ``vectors.npy`` (else from Chroma, for an index built before that file)."""
         vecs, rows = self._vectors(loaded)
         if not len(rows):
             return None, []
