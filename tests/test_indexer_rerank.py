@@ -139,9 +139,10 @@ def test_packaged_adapter_and_reranker_fit_the_bundled_model_and_todays_features
     assert "pseudo-queries" in str(adapter.meta["trained_on"])
 
 
-@pytest.fixture
-def mini(tmp_path: Path) -> Retriever:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+    """One small real index (the mini manual and the pack) for the tests below: built once."""
+    home = tmp_path_factory.mktemp("rerank") / "home"
     add_manual(
         MINI_HTML, version="9.1", home=home, checks=ManualChecks(min_sections=1, min_instruction_sections=1)
     )
