@@ -3,11 +3,13 @@
 - ``bm25-chunks``: the strong baseline of the retrieval literature: plain BM25 (bm25s, English stopwords,
   no PTX-aware tokenizer) over fixed-size windows of 120 words (stride 60) of every section's title and
   text; a section scores its best window.
-- ``bm25``, ``dense``, ``fusion``, ``default``: the real retriever with some parts switched off through
+- ``bm25``, ``dense``, ``dense-adapted``, ``fusion``, ``fusion-tuned``, ``default``: the real retriever with some parts switched off through
   its fusion weights (``ABLATIONS``): BM25 over whole sections alone; dense (best chunk) alone; the four
   signals (section BM25, title BM25, summary BM25, dense) in plain equal-weight reciprocal-rank fusion
   without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
-  everything on (the defaults of ``FusionWeights``)."""
+  ``dense-adapted`` is dense alone through the learned query adapter (``adapter.py``); ``fusion-tuned`` the
+  hand-tuned fusion with every rule (bonus, intents, glossary, quota) but without the learned reranker;
+  ``default`` everything on (the defaults of ``FusionWeights``: the reranker of ``rerank.py`` on top)."""
 
 from __future__ import annotations
 
@@ -32,11 +34,21 @@ _PLAIN = dict(
     history_factor=1.0,
     pack_share=1.0,
     dense_rewrite=False,
+    adapter=False,
+    rerank=False,
 )
 ABLATIONS: dict[str, FusionWeights] = {
     "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
     "dense": FusionWeights(lexical=0, title=0, dense=1, summary=0, **_PLAIN),  # type: ignore[arg-type]
+    "dense-adapted": FusionWeights(
+        lexical=0,
+        title=0,
+        dense=1,
+        summary=0,
+        **{**_PLAIN, "adapter": True},  # type: ignore[arg-type]
+    ),
     "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
+    "fusion-tuned": FusionWeights(rerank=False),
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first

@@ -150,6 +150,7 @@ def _build_collection(
         step("BM25 index", 0)
         folder = store.lexical_dir(physical)
         store.write_records(folder, sections, chunks)
+        store.write_vectors(folder, vectors)
         lexical.build(folder, sections)
         step("BM25 index", 1)
     except BaseException:

@@ -53,6 +53,10 @@ class IndexManifest(BaseModel):
     collections: dict[str, CollectionEntry] = Field(default_factory=dict)
 
 
+#: the chunk embeddings beside a collection's records
+VECTORS_FILE = "vectors.npy"
+
+
 def collection_key(source: str, version: str) -> str:
     return f"{source}@{version}"
 
@@ -130,6 +134,25 @@ class Store:
         (folder / "chunks.jsonl").write_text(
             "".join(c.model_dump_json() + "\n" for c in chunks), encoding="utf-8"
         )
+
+    @staticmethod
+    def write_vectors(folder: Path, vectors: Any) -> None:
+        """The chunk embeddings in chunk order (``chunks.jsonl``), for the retriever's exact scan: reading
+        them back from Chroma takes seconds, this file milliseconds."""
+        import numpy as np
+
+        np.save(folder / VECTORS_FILE, np.asarray(vectors, dtype=np.float32))
+
+    @staticmethod
+    def read_vectors(folder: Path, rows: int) -> Any:
+        """The saved chunk embeddings, or None (an index built before they were saved, or a mismatch)."""
+        import numpy as np
+
+        path = folder / VECTORS_FILE
+        if not path.is_file():
+            return None
+        vecs = np.load(path)
+        return vecs if vecs.ndim == 2 and vecs.shape[0] == rows else None
 
     @staticmethod
     def read_sections(folder: Path) -> list[Section]:

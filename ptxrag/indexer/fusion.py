@@ -25,6 +25,8 @@ class Candidate:
     dense: float | None = None
     summary: float | None = None
     """BM25 over the section's title and summary"""
+    adapted: float | None = None
+    """the best chunk's cosine similarity to the query through the learned adapter (reranker feature)"""
     stub: bool = False
     """a section whose own text only introduces its subsections"""
     defines: bool = False
@@ -43,6 +45,13 @@ class FusionWeights(BaseModel):
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
     dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
+    adapter: bool = Field(
+        False,
+        description="fuse the dense signal through the learned query adapter (adapter.py) instead of as is",
+    )
+    rerank: bool = Field(
+        True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
+    )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .adapter import QueryAdapter, adapter_for
 from .catalog import CollectionEntry, Store, collection_key
 from .chunking import breadcrumb
 from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, resolve_model, same_model
@@ -32,6 +33,7 @@ from .errors import (
 from .fusion import Candidate, FusionWeights, fuse
 from .instructions import match_sections, names_in_query
 from .lexical import LexicalIndex, query_tokens
+from .rerank import RERANK_DEPTH, Reranker, Row, features, load_reranker
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
 from .text import arch_key, tokenize, version_key
 
@@ -39,8 +41,6 @@ from .text import arch_key, tokenize, version_key
 DENSE_CANDIDATES = 48
 #: a section with subsections and less text than this of its own is a stub (an introduction)
 STUB_CHARS = 300
-#: collections with at most this many chunks are scanned exactly instead of through HNSW
-EXACT_SCAN_MAX = 512
 #: query embeddings remembered per retriever
 QUERY_CACHE = 512
 #: a query asking for an instruction ("which instruction ...", "... instruction that ...")
@@ -82,6 +82,16 @@ def asks_instruction(query: str) -> bool:
     return bool(_ASKS_INSTRUCTION.search(query))
 
 
+@dataclass(frozen=True)
+class Fused:
+    """A search's candidates in fused order, with what the reranker needs besides."""
+
+    ranked: list[tuple[Candidate, float]]
+    bonus: dict[tuple[str, str], float]
+    intents: dict[str, bool]
+    weights: FusionWeights
+
+
 @dataclass
 class _Loaded:
     """One collection, loaded for searching."""
@@ -96,8 +106,9 @@ class _Loaded:
     """rows of sections with subsections and little text of their own"""
     chroma: Any = None
     vectors: np.ndarray | None = None
-    """chunk embeddings of a small collection, for an exact scan"""
-    vector_ids: list[str] = field(default_factory=list)
+    """chunk embeddings, for an exact scan"""
+    vector_rows: np.ndarray | None = None
+    """the section row of each vector"""
     defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -173,6 +184,10 @@ class Retriever:
                 "(an interrupted rebuild?): run `ptxrag index` again"
             )
         self.spec: ModelSpec = spec
+        self.adapter: QueryAdapter | None = adapter_for(spec)
+        """the learned query adapter of the dense signal (``adapter.py``), when one fits the model"""
+        self.reranker: Reranker | None = load_reranker()
+        """the learned reranker of the fused candidates (``rerank.py``), when one is packaged"""
         self.weights = weights or FusionWeights()
         self._entries: dict[str, CollectionEntry] = dict(manifest.collections)
         self._loaded: dict[str, _Loaded] = {}
@@ -323,31 +338,84 @@ class Retriever:
             raise IndexerError(f"k must be at least 1, got {k}")
         keys = self._keys(version, sources)
         w = weights or self.weights
-        qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query)
-        tokens = query_tokens(query) if w.glossary else tokenize(query)
+        # sections already seen are dropped after ranking, so the scores of a search with exclusions
+        # are those of the same search without them (the agent compares the two)
+        fused = self.fused(query, keys, w)
+        ranked = fused.ranked
+        if w.rerank and self.reranker is not None and len(ranked) > 1:
+            ranked = self._rerank(self.reranker, query, fused)
         excluded = set(exclude_sections)
-        candidates: list[Candidate] = []
-        defines: dict[tuple[str, str], tuple[str, ...]] = {}
-        for key in keys:
-            loaded = self._collection(key)
-            candidates.extend(self._candidates(key, loaded, tokens, qvec, excluded))
-            for number, names in loaded.defines.items():
-                if names and number not in excluded:
-                    defines[(key, number)] = names
-        vocab = {n for names in defines.values() for n in names}
-        bonus = _name_bonus(names_in_query(query, vocab), defines)
-        ranked = fuse(
-            candidates,
-            bonus,
-            w,
-            asks_instruction=asks_instruction(query),
-            asks_history=asks_history(query),
-        )
+        ranked = [(c, v) for c, v in ranked if c.key[1] not in excluded]
         hits = []
         for cand, score in _quota(ranked, k, self._pack_slots(keys, k, w)):
             loaded = self._loaded[cand.key[0]]
             hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
         return hits
+
+    def fused(self, query: str, keys: list[str], w: FusionWeights) -> Fused:
+        """The candidates of collections ``keys`` in fused order (before the reranker)."""
+        base = self._query_vector(dense_query(query) if w.dense_rewrite else query)
+        adapted = self.adapter.apply(base) if self.adapter is not None else None
+        qvec = adapted if w.adapter and adapted is not None else base
+        tokens = query_tokens(query) if w.glossary else tokenize(query)
+        candidates: list[Candidate] = []
+        defines: dict[tuple[str, str], tuple[str, ...]] = {}
+        for key in keys:
+            loaded = self._collection(key)
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted))
+            for number, names in loaded.defines.items():
+                if names:
+                    defines[(key, number)] = names
+        vocab = {n for names in defines.values() for n in names}
+        bonus = _name_bonus(names_in_query(query, vocab), defines)
+        intents = {"asks_instruction": asks_instruction(query), "asks_history": asks_history(query)}
+        return Fused(fuse(candidates, bonus, w, **intents), bonus, intents, w)
+
+    def _rerank(self, reranker: Reranker, query: str, fused: Fused) -> list[tuple[Candidate, float]]:
+        """The first ``RERANK_DEPTH`` candidates reordered by the reranker. Their scores become the
+        reranker's softmax probability relative to the best (1.0 first, 0.5 = half as likely), the rest
+        follow below the last of them in fused order."""
+        top, rest = fused.ranked[:RERANK_DEPTH], fused.ranked[RERANK_DEPTH:]
+        rows = self.rerank_rows(top, fused.bonus, fused.weights)
+        s = reranker.scores(features(rows, query, **fused.intents))
+        rel = np.exp(s - s.max())
+        order = [int(i) for i in np.argsort(-rel, kind="stable")]
+        # when the query names an instruction the manual defines, no pack document passes the first
+        # manual section defining it (a contract tagged with the name, or a template using it, comes
+        # after the reference): those ranked above it move to just below it, in their order
+        named = [i for i in order if not rows[i].pack and rows[i].bonus > 0]
+        if named:
+            at = order.index(named[0])
+            ahead = [i for i in order[:at] if rows[i].pack]
+            order = [i for i in order[: at + 1] if not rows[i].pack] + ahead + order[at + 1 :]
+        out, floor = [], 1.0
+        for i in order:
+            floor = min(floor, float(rel[i]))  # scores never rise down the list
+            out.append((top[i][0], floor))
+        if rest:
+            floor *= 0.5
+            first = rest[0][1] or 1.0
+            out += [(c, floor * max(v, 0.0) / first) for c, v in rest]
+        return out
+
+    def rerank_rows(
+        self, ranked: list[tuple[Candidate, float]], bonus: dict[tuple[str, str], float], w: FusionWeights
+    ) -> list[Row]:
+        """The reranker's view of fused candidates (also what its trainer records)."""
+        rows = []
+        for cand, score in ranked:
+            b = bonus.get(cand.key, 0.0)
+            sec = self._loaded[cand.key[0]].sections[self._loaded[cand.key[0]].row_of[cand.key[1]]]
+            rows.append(
+                Row(
+                    cand=cand,
+                    fused=score - w.instruction * b,
+                    bonus=b,
+                    title=f"{sec.title} {' '.join(sec.defines)}",
+                    pack=not cand.key[0].startswith(MANUAL_SOURCE + "@"),
+                )
+            )
+        return rows
 
     def _pack_slots(self, keys: list[str], k: int, w: FusionWeights) -> int:
         """How many of the top ``k`` knowledge-pack documents may take beside the manual."""
@@ -357,7 +425,12 @@ class Retriever:
         return max(1, round(k * w.pack_share))
 
     def _candidates(
-        self, key: str, loaded: _Loaded, tokens: list[str], qvec: np.ndarray, excluded: set[str]
+        self,
+        key: str,
+        loaded: _Loaded,
+        tokens: list[str],
+        qvec: np.ndarray,
+        adapted: np.ndarray | None,
     ) -> list[Candidate]:
         out: dict[int, Candidate] = {}
 
@@ -385,33 +458,57 @@ class Retriever:
             for row in top:
                 if scores[row] > 0:
                     setattr(cand(int(row)), attr, float(scores[row]))
-        for cid, sim in self._dense(loaded, qvec):
-            row = loaded.chunk_section.get(cid)
-            if row is None:
-                continue
-            c = cand(row)
-            c.dense = max(c.dense, sim) if c.dense is not None else sim
-        return [c for row, c in out.items() if loaded.sections[row].number not in excluded]
+        best, nearest = self._dense(loaded, qvec)
+        for row in nearest:
+            cand(int(row))
+        if best is not None:
+            for row, c in out.items():
+                c.dense = float(best[row])
+            if adapted is not None:
+                alt, _ = self._dense(loaded, adapted)
+                if alt is not None:
+                    for row, c in out.items():
+                        c.adapted = float(alt[row])
+        return list(out.values())
 
-    def _dense(self, loaded: _Loaded, qvec: np.ndarray) -> list[tuple[str, float]]:
-        """(chunk id, cosine similarity) of the nearest chunks. Chroma's HNSW index answers for large
-        collections; a small one (the knowledge pack) is scanned exactly from its vectors, read from Chroma
-        once: for a few dozen vectors that is exact and avoids a millisecond of per-call overhead."""
-        n = min(DENSE_CANDIDATES, loaded.entry.chunks)
-        if loaded.entry.chunks <= EXACT_SCAN_MAX:
-            if loaded.vectors is None:
-                with self._lock:
-                    if loaded.vectors is None:
-                        got = self._chroma(loaded).get(include=["embeddings"])
-                        loaded.vector_ids = list(got["ids"])
-                        loaded.vectors = np.asarray(got["embeddings"], dtype=np.float32)
-            if not loaded.vector_ids:
-                return []
-            sims = loaded.vectors @ qvec
-            top = np.argsort(-sims)[:n]
-            return [(loaded.vector_ids[i], float(sims[i])) for i in top]
-        res = self._chroma(loaded).query(query_embeddings=[qvec], n_results=n, include=["distances"])
-        return [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+    def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
+        if loaded.vectors is None or loaded.vector_rows is None:
+            with self._lock:
+                folder = self.store.lexical_dir(loaded.entry.physical)
+                saved = self.store.read_vectors(folder, len(loaded.chunk_section))
+                if loaded.vectors is None and saved is not None:
+                    loaded.vector_rows = np.asarray(list(loaded.chunk_section.values()), dtype=np.int64)
+                    loaded.vectors = np.ascontiguousarray(saved)
+                if loaded.vectors is None:
+                    got = self._chroma(loaded).get(include=["embeddings"])
+                    rows = [loaded.chunk_section.get(cid, -1) for cid in got["ids"]]
+                    keep = [i for i, r in enumerate(rows) if r >= 0]
+                    vecs = np.asarray(got["embeddings"], dtype=np.float32).reshape(-1, self._dim(got))
+                    loaded.vector_rows = np.asarray([rows[i] for i in keep], dtype=np.int64)
+                    loaded.vectors = np.ascontiguousarray(vecs[keep])
+        assert loaded.vectors is not None and loaded.vector_rows is not None
+        return loaded.vectors, loaded.vector_rows
+
+    @staticmethod
+    def _dim(got: Any) -> int:
+        emb = got["embeddings"]
+        return len(emb[0]) if len(emb) else 1
+
+    def _dense(self, loaded: _Loaded, qvec: np.ndarray) -> tuple[np.ndarray | None, list[int]]:
+        """Per section the cosine similarity of its best chunk (exact: every chunk vector is scanned, a
+        matrix product of a few milliseconds at most), and the sections of the ``DENSE_CANDIDATES``
+        nearest chunks, nearest first. The vectors are read once per collection, from the index's
+        ``vectors.npy`` (else from Chroma, for an index built before that file)."""
+        vecs, rows = self._vectors(loaded)
+        if not len(rows):
+            return None, []
+        sims = vecs @ qvec
+        best = np.full(len(loaded.sections), -1.0, dtype=np.float32)
+        np.maximum.at(best, rows, sims)
+        n = min(DENSE_CANDIDATES, len(sims))
+        top = np.argpartition(-sims, n - 1)[:n]
+        top = top[np.argsort(-sims[top])]
+        return best, [int(rows[i]) for i in top]
 
     def _hit(self, loaded: _Loaded, row: int, score: float) -> Hit:
         s = loaded.sections[row]
