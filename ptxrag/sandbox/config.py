@@ -55,10 +55,9 @@ class SandboxConfig:
     cuda_device: str | None = (
         None  # CUDA_VISIBLE_DEVICES for the GPU children (a service pins one GPU per job)
     )
-    #: held around the GPU stages (correct timings and ncu need the GPU alone); the service passes a per-GPU lock
-    gpu_lock: Callable[[], AbstractContextManager[Any]] | None = None
-    #: finer than ``gpu_lock`` (which it replaces when set): correctness and mutation hold the GPU shared with
-    #: other candidates, the ncu launch and timing hold it alone (``ptxrag.sandbox.gpushare.GpuShare``)
+    #: how the GPU stages share the GPU with other candidates: correctness and mutation hold it shared, the ncu
+    #: launch and timing alone (``ptxrag.sandbox.gpushare.GpuShare``; the bench and the service pass one per
+    #: GPU). None: this sandbox assumes it has the GPU to itself
     gpu_share: GpuSharing | None = None
     #: held around the compile and static stages (a bench bounds how many compile at once)
     cpu_lock: Callable[[], AbstractContextManager[Any]] | None = None

@@ -188,13 +188,9 @@ class Sandbox:
                         if self.config.run_mutation
                         else None
                     )
-                    whole = (
-                        nullcontext() if self.config.gpu_share else (self.config.gpu_lock or nullcontext)()
+                    corr, exe, mut, tim = self._gpu_stages(
+                        task, Path(comp.library_path), early, stage, mutants
                     )
-                    with whole:
-                        corr, exe, mut, tim = self._gpu_stages(
-                            task, Path(comp.library_path), early, stage, mutants
-                        )
         finally:
             cpu.close()
             if early is not None:
@@ -294,8 +290,7 @@ class Sandbox:
         return self._gpu.label if self._gpu else None
 
     def _hold_gpu(self, how: str) -> AbstractContextManager[None]:
-        """The GPU for one stage: ``shared`` (checks) or ``exclusive`` (ncu, timing) under ``gpu_share``;
-        without it the whole of the GPU stages is under ``gpu_lock`` already."""
+        """The GPU for one stage: ``shared`` (checks) or ``exclusive`` (ncu, timing) under ``gpu_share``."""
         share = self.config.gpu_share
         if share is None:
             return nullcontext()

@@ -27,10 +27,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def lock_name(device: str) -> str:
+    """A device name (``CUDA_VISIBLE_DEVICES`` entry: an index or a UUID) as a name for its lock files."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", device)
+
+
 def visible_gpu_id() -> str:
     """The GPU the sandbox uses (the first visible one), as a name for its lock files."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    return re.sub(r"[^A-Za-z0-9_-]", "-", first)
+    return lock_name(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0")
 
 
 def default_lock_dir() -> Path:
@@ -131,4 +135,4 @@ class GpuShare:
         return self.exclusive()
 
 
-__all__ = ["GpuShare", "default_lock_dir", "visible_gpu_id"]
+__all__ = ["GpuShare", "default_lock_dir", "lock_name", "visible_gpu_id"]

@@ -28,7 +28,7 @@ from ptxrag.tasks import TaskError, load_task
 
 from ..containment import Limits
 from ..evaluator import Sandbox, SandboxConfig, StageLimits
-from ..gpushare import GpuShare, visible_gpu_id
+from ..gpushare import GpuShare, lock_name, visible_gpu_id
 from ..results import EvaluationReport
 from ..toolchain import detect_gpu
 from .config import ServiceConfig
@@ -57,9 +57,7 @@ class GpuSlot:
 
     def __init__(self, device: str | None, shared: int = 1) -> None:
         self.device = device
-        self.share = GpuShare(
-            re.sub(r"[^A-Za-z0-9_-]", "-", device) if device else visible_gpu_id(), shared=shared
-        )
+        self.share = GpuShare(lock_name(device) if device else visible_gpu_id(), shared=shared)
         self.busy_s = 0.0
         self.holders = 0  # jobs in a GPU stage on it now
         self._count = threading.Lock()
