@@ -6,7 +6,8 @@ only; --adversarial: only the controls of the integrity classes, whose why start
 write OUT/NAME instead; --lane I/N: only every N-th kernel of the whole list, starting at I, so that N processes
 share the work; --shared: checks take the GPU shared with other processes, Nsight Compute and timing alone, by
 the sandbox's GpuShare; --skip TASK (repeatable): leave a task out). Writes OUT/integrity-smoke.jsonl line by
-line.
+line; a reference whose execution stage passed also gets the predicated-on counts that `ptxrag tasks validate
+--record-counts` would write (at the first check shape).
 """
 
 import json
@@ -71,6 +72,10 @@ with open(f"{out}/{log_name}", "a") as log:
             "stages": {s.stage: [s.status, s.message[:400]] for s in rep.stages()},
             "stage_wall_s": {s.stage: round(s.wall_s, 2) for s in rep.stages() if s.wall_s is not None},
         }
+        if name == "reference" and rep.execution.status == "passed":  # what --record-counts would write
+            row["gpu"] = rep.gpu
+            row["dims"] = task.shapes.check[0]
+            row["counts"] = {i.ptx: i.predicated_on_thread_instructions for i in rep.execution.instructions}
         log.write(json.dumps(row) + "\n")
         log.flush()
         verdict = row["failed_at"] or ("SUCCESS" if rep.success else "no failure")

@@ -14,6 +14,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,20 @@ def _run(cmd: list[str], what: str) -> None:
         raise SandboxFailure(f"building the {what} failed: {(p.stderr or p.stdout).strip()[-800:]}")
 
 
+def _build_into(dest: Path, build: Callable[[Path], None]) -> None:
+    """Build ``dest`` through a name of this process and thread, then rename it into place: several workers
+    (or sandboxes of other processes) that find the helper missing at once each build their own copy, and the
+    last rename wins with an identical file, instead of one renaming another's half-written output away."""
+    if dest.is_file():
+        return
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        build(tmp)
+        tmp.replace(dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 @functools.cache
 def native_helpers() -> NativeHelpers:
     """Build (or find in the cache) the audit library and the stream monitor."""
@@ -75,14 +91,15 @@ def native_helpers() -> NativeHelpers:
         h.update(name.encode() + srcs[name])
     out = cache_dir("native", h.hexdigest()[:16])
     audit, monitor = out / "audit.so", out / "monitor.so"
-    if not audit.is_file():
-        tmp = out / "audit.so.tmp"
-        _run(
+    _build_into(
+        audit,
+        lambda tmp: _run(
             [str(tc.nvcc), *_HOST_ONLY, "-o", str(tmp), str(NATIVE_DIR / "audit.c"), *tc.extra_flags],
             "rtld audit library",
-        )
-        tmp.replace(audit)
-    if not monitor.is_file():
+        ),
+    )
+
+    def build_monitor(tmp: Path) -> None:
         dirs = _cupti_dirs(tc.nvcc)
         if dirs is None:
             raise SandboxFailure(
@@ -90,7 +107,6 @@ def native_helpers() -> NativeHelpers:
                 "the stream monitor cannot be built (pip install nvidia-cuda-cupti)"
             )
         inc, lib = dirs
-        tmp = out / "monitor.so.tmp"
         _run(
             [
                 str(tc.nvcc),
@@ -106,5 +122,6 @@ def native_helpers() -> NativeHelpers:
             ],
             "CUPTI stream monitor",
         )
-        tmp.replace(monitor)
+
+    _build_into(monitor, build_monitor)
     return NativeHelpers(audit, monitor)

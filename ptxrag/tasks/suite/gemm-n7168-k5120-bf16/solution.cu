@@ -1,8 +1,9 @@
 // Reference solution: the study's Hopper GEMM C = A @ B^T (A [M, 5120], B [7168, 5120] row-major bf16, fp32
-// accumulators, bf16 C), persistent, warp-specialised, on 2-CTA clusters. One CTA per SM, three warpgroups:
+// accumulators, bf16 C), persistent, warp-specialised, one CTA per SM (CLUSTER=1, the default) or 2-CTA clusters
+// (CLUSTER=2). Three warpgroups:
 //   warpgroup 0, the producer: setmaxnreg.dec to 40 registers; one thread walks the cluster's tiles and
-//     k-blocks and fills a STAGES-deep ring of 128x64 A and 256x64 B tiles (128-byte swizzle) by TMA. The two
-//     CTAs of a cluster own row-blocks 2u and 2u+1 of the same 256-column block, so they share the B tile: each
+//     k-blocks and fills a STAGES-deep ring of 128x64 A and 256x64 B tiles (128-byte swizzle) by TMA. With
+//     CLUSTER=2 the two CTAs of a cluster own row-blocks 2u and 2u+1 of the same 256-column block, so they share the B tile: each
 //     loads its own A tile and HALF of B (128 rows) with .multicast::cluster into both CTAs' rings, halving
 //     the L2-to-SM traffic for B. A stage is refilled only when the consumers of BOTH CTAs released it (the
 //     "empty" mbarrier counts arrivals from the 8 consumer warps of each CTA, the peer's arriving remotely).
@@ -22,7 +23,9 @@
 // (its products are discarded) so the shared B half still reaches its peer, and stores nothing.
 // The PTX (setmaxnreg, mbarrier, TMA, multicast, wgmma, cluster barriers) and the tensor-map encoding come from
 // the ptxrag_sm90.cuh template header. Compile-time knobs (CLUSTER 1|2, STAGES 3|4, GROUP_M, EPI 0|1|2) exist
-// for the tuning runs in docs/validation/g19-device.sh; the defaults are the measured best.
+// for the tuning runs in docs/validation/g19-device.sh; the defaults are the measured best (H200, 2026-12-04
+// session 5, m = 8192: CLUSTER=1 0.96x cuBLAS, CLUSTER=2 0.74x with the same stages, epilogue and raster;
+// record docs/validation/2026-12-04-s5-gemm-n7168.txt).
 #include "ptxrag_abi.h"
 #include "ptxrag_sm90.cuh"
 #include <cuda.h>
@@ -31,7 +34,7 @@
 #include <cstdint>
 
 #ifndef CLUSTER
-#define CLUSTER 2
+#define CLUSTER 1
 #endif
 #ifndef STAGES
 #define STAGES 4
