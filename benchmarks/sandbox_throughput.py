@@ -64,15 +64,16 @@ def main() -> int:
         ff = rep.first_failure
         got = ff.stage if ff else None
         ran_gpu = rep.correctness.status != "skipped"
-        judged = ran_gpu or got in ("compile", "static")  # without the GPU stages a verdict is not complete
-        ok = rep.success if stages is None else (got in stages)
+        # without the GPU stages a verdict is not complete; a harness error judges nothing either
+        judged = (ran_gpu or got in ("compile", "static")) and not (ff and ff.status == "error")
+        ok = rep.success if stages is None else (got in stages and ff is not None and ff.status == "failed")
         with out_lock:
             verified += 1 if judged else 0
             if judged and not ok:
                 changed.append(f"{task.id}/{name}: expected {stages or 'success'}, got {got or 'success'}")
             print(
                 f"{task.id} {name}: {'success' if rep.success else f'failed at {got}' if got else 'not judged'} "
-                f"({'as declared' if ok else 'CHANGED' if judged else 'GPU stages not run'}) {wall:.1f} s",
+                f"({'as declared' if ok else 'CHANGED' if judged else 'harness error' if ff and ff.status == 'error' else 'GPU stages not run'}) {wall:.1f} s",
                 flush=True,
             )
             if log:

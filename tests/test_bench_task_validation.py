@@ -72,3 +72,51 @@ def test_validation_stops_at_an_unprovable_instruction_before_evaluating(tmp_pat
     with pytest.raises(TaskError, match="no distinctive SASS opcode"):
         validate_task(task, evaluator)
     assert evaluator.calls == []
+
+
+class _Scripted:
+    """An Evaluator double: the reference passes every stage; every other kernel ends at ``stage`` with
+    ``status`` (``error``: the harness broke there, ``failed``: the kernel was caught there)."""
+
+    def __init__(self, task: TaskSpec, stage: str, status: str) -> None:
+        self.task, self.stage, self.status = task, stage, status
+
+    def evaluate(self, task: TaskSpec, source: str) -> EvaluationReport:
+        from ptxrag.sandbox.results import (
+            CompileResult,
+            CorrectnessResult,
+            ExecutionResult,
+            MutationResult,
+            StaticResult,
+            TimingResult,
+        )
+
+        reference = source == task.solution_source()
+        order = ["compile", "static", "correctness", "execution", "mutation", "timing"]
+        cut = len(order) if reference else order.index(self.stage)
+        kinds = [CompileResult, StaticResult, CorrectnessResult, ExecutionResult, MutationResult, TimingResult]
+        stages = {}
+        for i, (name, kind) in enumerate(zip(order, kinds, strict=True)):
+            status = "passed" if i < cut else self.status if i == cut else "skipped"
+            stages[name] = kind(status=status, message=f"{name} {status}")
+        return EvaluationReport(
+            task_id=task.id, source_sha256="0" * 64, arch=task.arch, success=reference, **stages
+        )
+
+
+def _control_at(task: TaskSpec, stage: str):
+    return next(c for c in task.controls if stage in c.stages)
+
+
+@pytest.mark.parametrize(("status", "verdict"), [("failed", "ok"), ("error", "FAILED")])
+def test_a_control_is_credited_only_when_caught_not_when_the_harness_broke(status: str, verdict: str) -> None:
+    """A harness error at a control's declared stage (an H200 run of 2026-12-04 had one: a helper library
+    missing) judged nothing; counting it as the control failing where declared would hide a blind check."""
+    task = next(t for t in list_tasks() if t.id == "bulk-copy-scale")
+    control = _control_at(task, "correctness")
+    result = validate_task(task, _Scripted(task, "correctness", status))
+    outcome = next(c for c in result.controls if c.file == control.file)
+    assert outcome.verdict == verdict
+    if status == "error":
+        assert "harness error at correctness" in outcome.message
+        assert not result.ok

@@ -37,11 +37,21 @@ broke, kept = [], 0
 for key, r in sorted(rows.items()):
     must = expected.get(key, r.get("must_fail_at"))
     stages = [must] if isinstance(must, str) else must  # a control may declare several stages
-    ok = r["success"] if must is None else (not r["success"] and r["failed_at"] in stages)
+    status = r["stages"].get(r["failed_at"], [""])[0] if r["failed_at"] else ""
+    # a harness error at the declared stage judged nothing: it is not the control failing there
+    ok = (
+        r["success"]
+        if must is None
+        else (not r["success"] and r["failed_at"] in stages and status == "failed")
+    )
     if ok:
         kept += 1
     else:
-        got = "success" if r["success"] else f"failed at {r['failed_at']}"
+        got = (
+            "success"
+            if r["success"]
+            else f"{'harness error' if status == 'error' else 'failed'} at {r['failed_at']}"
+        )
         want = "success" if must is None else f"fail at {must}"
         msg = ""
         if r["failed_at"]:

@@ -104,8 +104,12 @@ def validate_task(
         rep = sandbox.evaluate(task, task.path(c.file).read_text())
         first = rep.first_failure
         failed_at = first.stage if first is not None else None
-        if failed_at in c.stages:
-            verdict: Verdict = "ok"
+        if first is not None and first.status == "error":
+            # the harness broke, the control was never judged: failing "where declared" this way proves nothing
+            verdict: Verdict = "FAILED"
+            msg = f"harness error at {failed_at}, so the control was not judged: {first.message}"
+        elif failed_at in c.stages:
+            verdict = "ok"
             msg = first.message if first else ""
         elif failed_at is None and set(c.stages) & set(GPU_STAGES) and rep.correctness.status == "skipped":
             verdict, msg = "not verified", rep.correctness.message
