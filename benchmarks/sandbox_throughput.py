@@ -43,7 +43,7 @@ def main() -> int:
         group[k] for k in range(max(map(len, per_task), default=0)) for group in per_task if k < len(group)
     ]
     stream = stream[: args.limit]
-    ev = StagedEvaluator(compile_slots=args.threads, gpu_shared=args.shared)
+    ev = StagedEvaluator(compile_slots=args.threads, gpu_shared=args.shared, concurrency=args.threads)
     gpu = ev.gpu is not None
     print(
         f"# sandbox throughput {date.today()} gpu={'yes' if gpu else 'none'} candidates={len(stream)} "

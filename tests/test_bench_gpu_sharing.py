@@ -11,6 +11,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from ptxrag.agent_graph import extract_code
 from ptxrag.bench.executors import GpuLock, StagedEvaluator
 from ptxrag.sandbox.results import (
@@ -144,3 +146,43 @@ def test_without_a_gpu_the_cpu_pass_is_the_whole_evaluation(monkeypatch):
     report = ev.evaluate(load_task("warp-elect-sum"), good)
     assert report.static.ok and report.correctness.message == "skipped: no GPU"
     assert ev.cpu_evaluations == 1 and ev.gpu_evaluations == 0
+
+
+class _StandInWorker:
+    """A GPU worker stand-in: counts starts and stops (a real one imports PyTorch when started)."""
+
+    started = 0
+    stopped = 0
+
+    def __init__(self, config) -> None:
+        type(self).started += 1
+        self.reusable = True
+
+    def begin_job(self) -> None:
+        pass
+
+    def end_job(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        type(self).stopped += 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_as_many_workers_stay_warm_as_candidates_are_in_flight(monkeypatch, concurrency):
+    """Four candidates at a time with room for two idle workers stopped two after every round and started two
+    cold ones for the next (the H200 throughput run of 2026-12-04): the evaluator keeps one per candidate."""
+    from ptxrag.sandbox import evaluator
+
+    monkeypatch.setenv("PTXRAG_NO_GPU", "1")
+    monkeypatch.setattr(evaluator, "WorkerProcess", _StandInWorker)
+    monkeypatch.setattr(_StandInWorker, "started", 0)
+    monkeypatch.setattr(_StandInWorker, "stopped", 0)
+    ev = StagedEvaluator(compile_slots=1, concurrency=concurrency)
+    sb = ev.cpu
+    for _round in range(3):
+        held = [sb._take_worker() for _ in range(concurrency)]
+        for w in held:
+            sb._release_worker(w)
+    assert _StandInWorker.started == concurrency  # every round after the first found its workers warm
+    assert _StandInWorker.stopped == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import threading
 import time
@@ -53,8 +54,11 @@ __all__ = [
     "reference_counts",
 ]
 
-#: builds mutants (nvcc, ptxas: CPU work) while the GPU stages of the candidate run
-_MUTANT_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ptxrag-mutants")
+#: builds mutants (nvcc, ptxas: CPU work) while the GPU stages of the candidate run; one build per candidate in
+#: flight up to a quarter of the cores (each build runs its mutants in parallel itself)
+_MUTANT_POOL = ThreadPoolExecutor(
+    max_workers=max(2, (os.cpu_count() or 2) // 4), thread_name_prefix="ptxrag-mutants"
+)
 
 
 def _close_workers(idle: list[WorkerProcess]) -> None:

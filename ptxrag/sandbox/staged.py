@@ -35,7 +35,10 @@ class StagedEvaluator:
     :class:`GpuShare`; default: one for the visible GPU with ``gpu_shared`` checking slots). Without a GPU the
     CPU stages are the whole evaluation (the GPU stages say ``skipped: no GPU``). With an evaluator passed as
     ``gpu_sandbox`` (a test double, a remote sandbox), only candidates that pass a local CPU pass reach it, one
-    at a time under the GPU's exclusive lock."""
+    at a time under the GPU's exclusive lock. ``concurrency`` is how many candidates the caller keeps in flight
+    (its threads; default ``compile_slots``): that many GPU workers stay warm, so no candidate waits for a new
+    worker to import PyTorch because a finished one was stopped for want of room (the H200 run of 2026-12-04,
+    four threads and two idle workers, restarted two workers every round)."""
 
     def __init__(
         self,
@@ -45,6 +48,7 @@ class StagedEvaluator:
         gpu_sandbox: Evaluator | None | bool = True,
         gpu_lock: GpuShare | None = None,
         gpu_shared: int = 1,
+        concurrency: int | None = None,
     ) -> None:
         self.compile_slots = max(1, compile_slots or os.cpu_count() or 1)
         self._slots = threading.BoundedSemaphore(self.compile_slots)
@@ -66,7 +70,7 @@ class StagedEvaluator:
                 base,
                 gpu_share=self.lock,
                 cpu_lock=self._cpu_slot,
-                idle_workers=max(base.idle_workers, gpu_shared),
+                idle_workers=max(base.idle_workers, gpu_shared, concurrency or self.compile_slots),
             )
             self.cpu = Sandbox(cfg, gpu=gpu or False)
             if gpu is not None:

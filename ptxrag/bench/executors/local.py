@@ -30,7 +30,9 @@ class LocalExecutor:
 
     def _evaluator(self, spec: Evaluator | str) -> Evaluator:
         if spec == "local":
-            return StagedEvaluator(compile_slots=self.compile_slots, gpu_shared=self.gpu_shared)
+            return StagedEvaluator(
+                compile_slots=self.compile_slots, gpu_shared=self.gpu_shared, concurrency=self.workers
+            )
         if isinstance(spec, str):
             return make_sandbox(spec)  # a sandbox service schedules its own GPU
         return spec
