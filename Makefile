@@ -21,7 +21,7 @@ demo: $(BIN)/ptxrag
 	$(BIN)/ptxrag demo
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 lint: $(BIN)/ptxrag
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy ptxrag
