@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# What the next session's device time should run first (written 2026-12-04, session 4, when these were left
-# unrun). Each part is its own `run` call (600 s each at most); every part writes a handful of text files under
-# $OUT only (the device returns a limited number of files per call: the second call of session 4 lost most of
-# its records to that). Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 4)
+# What the next session's device time should run first (written 2026-12-04, session 5). Each part is its own
+# `run` call (600 s at most) with carry [".whl"]; every part leaves at most 7 files under $OUT (the device returns
+# 8 per call). Issue the next call within 30 s of the last one's return, or the machine goes back and the next
+# start costs a minute or more. Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 4)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
-log() { echo "== $(date -u +%T) $*" >> "$OUT/log.txt"; }
+log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/log.txt"; }
 case "${PART:-1}" in
-1)  # the lead's part of session 4 that came back empty: warm-worker test, throughput, the hostile cases left
-    OUT=$OUT bash docs/validation/run-gpu-2026-12-04-s4b.sh
-    timeout 200 python3 benchmarks/sandbox_throughput.py --threads 4 --shared 1 --limit 40 > "$OUT/throughput-shared1.txt" 2>&1
-    log "throughput shared=1 rc=$?" ;;
-2)  # issue 15: every reference, control and alternative in sequence with every stage (the new release mutants
-    # and bulk-copy-scale/controls/discarded_bulk_waits.cu included); one log file
-    timeout 580 python3 docs/validation/integrity-smoke.py "$OUT" --log integrity.jsonl > "$OUT/integrity.txt" 2>&1
-    log "integrity rc=$?" ;;
-3)  # issue 19: the n7168 GEMM (its own script keeps to four files)
-    OUT=$OUT timeout 580 bash docs/validation/g19-device.sh > "$OUT/stdout.txt" 2>&1
-    log "g19 rc=$?" ;;
-4)  # issue 20: the attention forward tasks (at most seven files), then their validation
-    OUT=$OUT timeout 300 bash docs/validation/a20-device.sh > "$OUT/stdout.txt" 2>&1
-    log "a20 rc=$?"
-    OUT=$OUT A20_MODE=validate timeout 280 bash docs/validation/a20-device.sh >> "$OUT/stdout.txt" 2>&1
-    log "a20 validate rc=$?" ;;
+1)  # issue 15: bulk-copy-scale's kernels again, one process (input_overwrite was lost to the harness race of
+    # session 5); issue 16: its device record (s16-device.sh), tarred into one file
+    timeout 300 python3 docs/validation/integrity-smoke.py "$OUT" --log bulk-copy.jsonl bulk-copy-scale > "$OUT/bulk-copy.txt" 2>&1
+    rc=$?; log "bulk-copy-scale kernels rc=$rc"
+    python3 docs/validation/integrity-summary.py "$OUT/bulk-copy.jsonl" bulk-copy-scale | tail -5 | tee -a "$OUT/log.txt"
+    mkdir -p /tmp/s16-out && OUT=/tmp/s16-out timeout 240 bash docs/validation/s16-device.sh > /tmp/s16-out/stdout.txt 2>&1
+    rc=$?; tar czf "$OUT/s16.tgz" -C /tmp s16-out; log "s16 rc=$rc"; cat /tmp/s16-out/log.txt ;;
+2)  # issue 21: one candidate at a time, warm (per-stage split), then the mixed stream with one worker per
+    # thread kept warm (StagedEvaluator concurrency, new in session 5)
+    timeout 200 python3 benchmarks/sandbox_bench.py --runs 6 > "$OUT/bench-warm.txt" 2>&1
+    rc=$?; log "sandbox_bench warm rc=$rc"; tail -12 "$OUT/bench-warm.txt"
+    timeout 330 python3 benchmarks/sandbox_throughput.py --threads 4 --shared 1 --limit 60 --log "$OUT/throughput-shared1.jsonl" > "$OUT/throughput-shared1.txt" 2>&1
+    rc=$?; log "throughput shared=1 rc=$rc"; tail -6 "$OUT/throughput-shared1.txt" ;;
+3)  # issue 21: checks sharing the GPU inside one process; the warm-worker GPU test with room to finish
+    timeout 330 python3 benchmarks/sandbox_throughput.py --threads 4 --shared 3 --limit 60 --log "$OUT/throughput-shared3.jsonl" > "$OUT/throughput-shared3.txt" 2>&1
+    rc=$?; log "throughput shared=3 rc=$rc"; tail -6 "$OUT/throughput-shared3.txt"
+    timeout 200 python3 -m pytest -m gpu tests/test_sandbox_gpu.py -k warm_worker -v -s -p no:cacheprovider > "$OUT/warm-test.txt" 2>&1
+    rc=$?; log "warm test rc=$rc"; tail -5 "$OUT/warm-test.txt" ;;
+4)  # issue 20: the attention backward tasks (their own script, at most 7 files)
+    if [ -f docs/validation/b20-device.sh ]; then
+      OUT=$OUT timeout 580 bash docs/validation/b20-device.sh > "$OUT/stdout.txt" 2>&1
+      rc=$?; log "b20 rc=$rc"
+    else
+      log "no docs/validation/b20-device.sh in this tree"
+    fi ;;
 esac
