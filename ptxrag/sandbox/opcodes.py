@@ -22,6 +22,9 @@ class OpcodeRow:
     note: str = ""
     #: "remove", "zero-result", "release" or "none: <reason>" (sandbox/mutation.py)
     mutation: str = "none: no mutation declared"
+    #: "work" (copies, MMAs, reductions: the token-use minimum applies) or "any: <reason>" (synchronisation and
+    #: ordering: how many threads execute it is the kernel's choice, so only "> 0" applies)
+    count: str = "work"
 
     def matches(self, opcode: str) -> bool:
         return any(re.match(p, opcode) for p in self.sass)
@@ -43,6 +46,7 @@ def table() -> tuple[OpcodeRow, ...]:
             r.get("verifiable", True),
             r.get("note", ""),
             r.get("mutation", "none: no mutation declared"),
+            r.get("count", "work"),
         )
         for r in rows
     )
@@ -65,6 +69,11 @@ class Requirement:
 
     def matches(self, opcode: str) -> bool:
         return any(r.matches(opcode) for r in self.rows)
+
+    @property
+    def counts_work(self) -> bool:
+        """Whether its predicated-on count measures work (so a token-use minimum applies to it)."""
+        return any(r.count == "work" for r in self.rows)
 
 
 def resolve(ptx: str) -> Requirement:

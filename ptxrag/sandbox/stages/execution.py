@@ -118,10 +118,14 @@ def run_execution(
 
 def minimum_count(task: TaskSpec, ptx: str) -> int | None:
     """The predicated-on count one profiled call (at the first check shape) must reach, if the task sets one:
-    its own expression, else a fraction of the reference solution's recorded count."""
+    its own expression, else a fraction of the reference solution's recorded count, for instructions whose
+    count measures work (the opcode table's ``count``: a wait or a fence is executed by as many threads as the
+    kernel chooses, so a fraction of the reference's count would fail honest kernels)."""
     expr = task.execution.min_counts.get(ptx)
     if expr is not None:
         return max(1, math.ceil(evaluate(expr, task.shapes.check[0])))
+    if not resolve(ptx).counts_work:
+        return None
     recorded = reference_counts(task)
     if recorded and ptx in recorded:
         return max(1, math.ceil(task.execution.min_fraction_of_reference * recorded[ptx]))
