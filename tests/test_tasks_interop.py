@@ -173,7 +173,9 @@ def test_import_mha_definition_two_outputs_of_two_precisions(tmp_path: Path) -> 
     d, w = _mha()
     task = load_task_dir(import_definition(d, w, MHA_PTX, tmp_path).folder)
     assert task.id == "mha-with-lse-d128" and task.family == "attention"
-    assert [(t.name, t.dtype, t.shape) for t in task.inputs] == [(n, "bfloat16", [4, 48, "S", 128]) for n in "QKV"]
+    assert [(t.name, t.dtype, t.shape) for t in task.inputs] == [
+        (n, "bfloat16", [4, 48, "S", 128]) for n in "QKV"
+    ]
     assert [(t.name, t.dtype, t.shape) for t in task.outputs] == [
         ("O", "bfloat16", [4, 48, "S", 128]),
         ("LSE", "float32", [4, 48, "S"]),

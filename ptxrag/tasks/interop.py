@@ -105,7 +105,9 @@ def _check_workload_axes(d: Definition, w: Workload) -> None:
     if unknown:
         raise FITraceError(f"workload {w.uuid} sets axes {unknown}, which {d.name} does not declare")
     const = d.const_axes
-    wrong = [f"{k}={v} (the definition says {const[k]})" for k, v in w.axes.items() if k in const and v != const[k]]
+    wrong = [
+        f"{k}={v} (the definition says {const[k]})" for k, v in w.axes.items() if k in const and v != const[k]
+    ]
     if wrong:
         raise FITraceError(f"workload {w.uuid} gives const axes other values: {', '.join(wrong)}")
 
@@ -210,6 +212,7 @@ def import_definition(
             o_atol, o_rtol = _TOL.get(t.dtype, _TOL_OTHER)
             spec["tolerance"] = {"atol": o_atol, "rtol": o_rtol}
         return spec
+
     statement = (
         f"{d.description or d.name}\n\n"
         f"Imported from the FlashInfer-Trace definition `{d.name}` (op type {d.op_type}). Implement the same "
