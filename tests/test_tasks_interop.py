@@ -286,3 +286,29 @@ def test_imported_study_mha_matches_the_suite_task(tmp_path: Path) -> None:
     assert set(got) == set(MHA_NAMES) - {"Q", "K", "V"}
     for name, t in got.items():
         torch.testing.assert_close(t.double(), want[MHA_NAMES[name]], atol=1e-5, rtol=1e-5)
+
+
+def test_cli_import_then_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ptxrag tasks import` and `ptxrag tasks export` as a user runs them, on the study's attention definition."""
+    from typer.testing import CliRunner
+
+    from ptxrag.cli import app
+
+    runner = CliRunner()
+    ptx = [x for p in MHA_PTX for x in ("--required-ptx", p)]
+    wl = str(FIX / "mha_with_lse_d128.workloads.jsonl")
+    res = runner.invoke(
+        app, ["tasks", "import", str(MHA), "--workloads", wl, *ptx, "--to", str(tmp_path / "t")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "timing shape {'S': 4096}" in res.output
+    monkeypatch.setenv("PTXRAG_TASKS_PATH", str(tmp_path / "t"))
+    res = runner.invoke(app, ["tasks", "export", "mha-with-lse-d128", "--to", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    d2 = load_definition(tmp_path / "out" / "mha_with_lse_d128.json")
+    assert d2.axes == load_definition(MHA).axes
+    # the same import again: refused with one line, nothing overwritten
+    res = runner.invoke(
+        app, ["tasks", "import", str(MHA), "--workloads", wl, *ptx, "--to", str(tmp_path / "t")]
+    )
+    assert res.exit_code == 2 and "exists" in res.output
