@@ -105,6 +105,26 @@ def test_every_suite_task_exports_a_valid_definition() -> None:
         ({"inputs": {"A": {"shape": ["M", "K"], "dtype": "int32"}}}, "structured values"),
         ({"inputs": {"A": {"shape": ["M", "Q"], "dtype": "bfloat16"}}}, "not declared"),
         ({"outputs": {"C": {"shape": None, "dtype": "float32"}}}, "scalar"),
+        # the ABI's tensor descriptor carries at most 8 dimensions
+        (
+            {
+                "axes": {**{f"X{i}": {"type": "const", "value": 2} for i in range(9)}, "M": {"type": "var"}},
+                "inputs": {"A": {"shape": [f"X{i}" for i in range(9)], "dtype": "bfloat16"}},
+            },
+            "9 dimensions; the ABI passes at most 8",
+        ),
+        ({"outputs": {"C-out": {"shape": ["M", "N"], "dtype": "bfloat16"}}}, "not an identifier"),
+        # what only the task format can judge arrives as the same one-line error, not a pydantic traceback
+        (
+            {
+                "axes": {
+                    "M": {"type": "var"},
+                    "N": {"type": "const", "value": 7168},
+                    "K": {"type": "const", "value": 1 << 40},
+                }
+            },
+            "cannot be a ptxrag task: .*more than the 141 GB",
+        ),
     ],
 )
 def test_unmappable_definitions_are_refused(tmp_path: Path, change: dict, says: str) -> None:

@@ -127,7 +127,8 @@ class Workload(_Model):
     uuid: NonEmpty
 
 
-def _errors(e: ValidationError) -> str:
+def validation_message(e: ValidationError) -> str:
+    """A pydantic error as one line: where, and what is wrong."""
     return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in e.errors())
 
 
@@ -140,7 +141,7 @@ def load_definition(path: Path) -> Definition:
     try:
         return Definition.model_validate(data)
     except ValidationError as e:
-        raise FITraceError(f"{path}: not a FlashInfer-Trace definition: {_errors(e)}") from None
+        raise FITraceError(f"{path}: not a FlashInfer-Trace definition: {validation_message(e)}") from None
 
 
 def load_workloads(path: Path, definition: Definition | None = None) -> list[Workload]:
@@ -167,7 +168,9 @@ def load_workloads(path: Path, definition: Definition | None = None) -> list[Wor
         try:
             out.append(Workload.model_validate(obj))
         except ValidationError as e:
-            raise FITraceError(f"{path}:{i}: not a FlashInfer-Trace workload: {_errors(e)}") from None
+            raise FITraceError(
+                f"{path}:{i}: not a FlashInfer-Trace workload: {validation_message(e)}"
+            ) from None
     if not out:
         raise FITraceError(f"{path}: no workloads" + (f" for {definition.name}" if definition else ""))
     return out

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from .fitrace import (
     AxisConst,
     AxisVar,
@@ -25,6 +27,7 @@ from .fitrace import (
     Workload,
     eval_constraint,
     load_definition,
+    validation_message,
 )
 from .spec import DTYPES, TaskSpec
 
@@ -32,6 +35,10 @@ _FLOAT = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 _TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 1e-2)}
 #: (atol, rtol) for an output dtype _TOL does not list (the float8 formats)
 _TOL_OTHER = (2e-2, 1e-2)
+
+#: the most dimensions a tensor descriptor of the ABI carries (PTXRAG_MAX_DIMS in ptxrag_abi.h)
+_MAX_DIMS = 8
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: the copy of the definition an imported task folder keeps (export reuses its axis names)
 DEFINITION_COPY = "definition.json"
@@ -93,6 +100,14 @@ def _check_mappable(d: Definition) -> None:
                 raise FITraceError(
                     f"{d.name}: input {n} is an {t.dtype} tensor (indices or lengths need structured values; "
                     "ptxrag draws random inputs), so this definition cannot be imported"
+                )
+            if not _IDENT.match(n):
+                raise FITraceError(
+                    f"{d.name}: {role} name {n!r} is not an identifier, which ptxrag tensor names must be"
+                )
+            if len(t.shape or []) > _MAX_DIMS:
+                raise FITraceError(
+                    f"{d.name}: {role} {n} has {len(t.shape or [])} dimensions; the ABI passes at most {_MAX_DIMS}"
                 )
             for ax in t.shape or []:
                 if ax not in d.axes:
@@ -237,7 +252,12 @@ def import_definition(
         "tolerance": {"atol": atol, "rtol": rtol},
         "reference": {"precision": "native"},
     }
-    TaskSpec.model_validate(spec)  # fail before writing anything
+    try:
+        TaskSpec.model_validate(spec)  # fail before writing anything
+    except (
+        ValidationError
+    ) as e:  # what the task format itself cannot hold (e.g. shapes beyond the GPU's memory)
+        raise FITraceError(f"{d.name}: cannot be a ptxrag task: {validation_message(e)}") from None
     folder = to / tid
     if folder.exists():
         raise FITraceError(f"{folder} exists; remove it or choose another --to / --id")
