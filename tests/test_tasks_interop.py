@@ -233,6 +233,9 @@ def test_mha_round_trip_keeps_axis_names_tensors_and_tags(tmp_path: Path) -> Non
     # is kept and no check shape is invented
     assert again.shapes.timing == task.shapes.timing
     assert all(c in task.shapes.check for c in again.shapes.check)
+    # the awkward shape survives as an awkward shape
+    awkward = [task.shapes.check[i] for i in task.shapes.awkward]
+    assert awkward and [again.shapes.check[i] for i in again.shapes.awkward] == awkward
     # exporting again changes nothing (the ptxrag tag is not added twice)
     d3, _ = export_task(again)
     assert d3.model_dump(exclude={"reference"}) == d2.model_dump(exclude={"reference"})

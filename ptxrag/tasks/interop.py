@@ -198,7 +198,9 @@ def import_definition(
     check = [min(pick, key=_size)]
     awk = _awkward(check[0])
     awkward_idx: list[int] = []
-    if var and awk != check[0]:
+    if var and awk == check[0] and any(v > 1 for v in awk.values()):
+        awkward_idx = [0]  # the smallest workload is already awkward (e.g. a re-import of an export)
+    elif var and awk != check[0]:
         if _ok(d, awk):
             check.append(awk)
             awkward_idx = [1]
@@ -254,9 +256,8 @@ def import_definition(
     }
     try:
         TaskSpec.model_validate(spec)  # fail before writing anything
-    except (
-        ValidationError
-    ) as e:  # what the task format itself cannot hold (e.g. shapes beyond the GPU's memory)
+    except ValidationError as e:
+        # what only the task format can judge, e.g. one call's tensors beyond the GPU's memory
         raise FITraceError(f"{d.name}: cannot be a ptxrag task: {validation_message(e)}") from None
     folder = to / tid
     if folder.exists():
