@@ -282,13 +282,19 @@ def test_workload_axes_must_agree_with_the_definition(tmp_path: Path, axes: dict
 MHA_NAMES = {"Q": "q", "K": "k", "V": "v", "O": "o", "LSE": "lse"}
 
 
-def test_imported_study_mha_matches_the_suite_task(tmp_path: Path) -> None:
-    """The study's mha_with_lse_d128 and our mha-fwd-lse-d128 hold the same tensors: names mapped by
-    MHA_NAMES, the same dtypes, the same shapes wherever the suite's b, h are the study's fixed 4, 48
-    (the timing shape, and s = 1024), and the same numbers from both references."""
-    d, w = _mha()
+@pytest.mark.parametrize(
+    ("study", "ours"),
+    [("mha_with_lse_d128", "mha-fwd-lse-d128"), ("mha_with_lse_d128_causal", "mha-fwd-lse-d128-causal")],
+)
+def test_imported_study_mha_matches_the_suite_task(tmp_path: Path, study: str, ours: str) -> None:
+    """The study's mha_with_lse_d128 (and its causal twin) and our mha-fwd-lse-d128 (-causal) hold the same
+    tensors: names mapped by MHA_NAMES, the same dtypes, the same shapes wherever the suite's b, h are the
+    study's fixed 4, 48 (the timing shape, and s = 1024), and the same numbers from both references."""
+    d = load_definition(FIX / f"{study}.json")
+    w = load_workloads(FIX / f"{study}.workloads.jsonl", d)
+    assert ("causal:true" in d.tags) == ours.endswith("-causal")
     imp = load_task_dir(import_definition(d, w, MHA_PTX, tmp_path).folder)
-    suite = load_task("mha-fwd-lse-d128")
+    suite = load_task(ours)
     assert sorted(MHA_NAMES.values()) == sorted(t.name for t in (*suite.inputs, *suite.outputs))
     by_name = {t.name: t for t in (*suite.inputs, *suite.outputs)}
     assert [MHA_NAMES[t.name] for t in imp.inputs] == [t.name for t in suite.inputs]
