@@ -127,6 +127,17 @@ class Workload(_Model):
     uuid: NonEmpty
 
 
+def definition_json(d: Definition) -> str:
+    """``d`` as the JSON of a definition file: unset optional fields left out, but a scalar's ``"shape": null``
+    kept (the schema requires the key; leaving it out makes the file unreadable, here and in flashinfer-bench)."""
+    data = d.model_dump(mode="json", exclude_none=True)
+    for role in ("inputs", "outputs"):
+        for name, t in getattr(d, role).items():
+            if t.shape is None:
+                data[role][name]["shape"] = None
+    return json.dumps(data, indent=2) + "\n"
+
+
 def validation_message(e: ValidationError) -> str:
     """A pydantic error as one line: where, and what is wrong."""
     return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in e.errors())

@@ -25,6 +25,7 @@ from .fitrace import (
     FITraceError,
     ScalarInput,
     Workload,
+    definition_json,
     eval_constraint,
     load_definition,
     validation_message,
@@ -265,7 +266,7 @@ def import_definition(
     folder.mkdir(parents=True)
     (folder / "task.toml").write_text(to_toml(spec))
     (folder / "reference.py").write_text(_reference_py(d))
-    (folder / DEFINITION_COPY).write_text(d.model_dump_json(indent=2, exclude_none=True) + "\n")
+    (folder / DEFINITION_COPY).write_text(definition_json(d))
     (folder / "solution.cu").write_text(
         f'#error "{tid}: imported task without a reference solution yet; write one in this file"\n'
     )
@@ -367,6 +368,6 @@ def write_export(task: TaskSpec, to: Path) -> list[Path]:
     to.mkdir(parents=True, exist_ok=True)
     dpath = to / f"{definition.name}.json"
     wpath = to / f"{definition.name}.workloads.jsonl"
-    dpath.write_text(definition.model_dump_json(indent=2, exclude_none=True) + "\n")
+    dpath.write_text(definition_json(definition))
     wpath.write_text("".join(json.dumps(w.model_dump(mode="json")) + "\n" for w in workloads))
     return [dpath, wpath]
