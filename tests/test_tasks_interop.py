@@ -364,3 +364,35 @@ def test_every_suite_task_export_reads_back_and_imports_again(tmp_path: Path) ->
             (t.name, t.dtype, again.resolve_shape(t, dims2)) for t in (*again.inputs, *again.outputs)
         ]
     assert scalars_seen  # the suite has tasks with scalars, so the null shape is exercised
+
+
+def test_a_scalar_input_becomes_a_task_scalar_with_the_workloads_value(tmp_path: Path) -> None:
+    """A definition variant with the softmax scale as a scalar input (shape null), as other attention
+    definitions have it: the timing workload's value becomes the task scalar and reaches run()."""
+    data = json.loads(MHA.read_text())
+    data["inputs"]["sm_scale"] = {"shape": None, "dtype": "float32"}
+    data["reference"] = (
+        "import torch\n\n\ndef run(Q, K, V, sm_scale):\n"
+        "    s = torch.matmul(Q.float(), K.float().transpose(-2, -1)) * sm_scale\n"
+        "    lse = torch.logsumexp(s, dim=-1)\n"
+        "    return torch.matmul(torch.exp(s - lse[..., None]), V.float()).to(Q.dtype), lse\n"
+    )
+    d = Definition.model_validate(data)
+    wl = tmp_path / "w.jsonl"
+    row = {"axes": {"S": 64}, "uuid": "u", "inputs": {"sm_scale": {"type": "scalar", "value": 0.25}}}
+    wl.write_text(json.dumps(row) + "\n")
+    task = load_task_dir(import_definition(d, load_workloads(wl, d), MHA_PTX, tmp_path / "t").folder)
+    assert [(s.name, s.value) for s in task.scalars] == [("sm_scale", 0.25)]
+    assert [t.name for t in task.inputs] == ["Q", "K", "V"]
+    mod = _load_module(task.path("reference.py"))
+    q, k, v = (torch.randn(1, 1, 5, 8) for _ in range(3))
+    out = mod.reference({"Q": q, "K": k, "V": v}, {"sm_scale": 0.25})
+    torch.testing.assert_close(out["LSE"], torch.logsumexp(q @ k.transpose(-2, -1) * 0.25, dim=-1))
+    # the export keeps it a scalar (shape null) under the same name
+    d2 = load_definition(write_export(task, tmp_path / "out")[0])
+    assert d2.inputs["sm_scale"].shape is None
+    # a workload that gives no value for it: refused, nothing written
+    wl.write_text(json.dumps({"axes": {"S": 64}, "uuid": "u"}) + "\n")
+    with pytest.raises(FITraceError, match="scalar input sm_scale"):
+        import_definition(d, load_workloads(wl, d), MHA_PTX, tmp_path / "t2")
+    assert not (tmp_path / "t2").exists()
