@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -396,3 +397,24 @@ def test_a_scalar_input_becomes_a_task_scalar_with_the_workloads_value(tmp_path:
     with pytest.raises(FITraceError, match="scalar input sm_scale"):
         import_definition(d, load_workloads(wl, d), MHA_PTX, tmp_path / "t2")
     assert not (tmp_path / "t2").exists()
+
+
+def test_export_refuses_a_dtype_flashinfer_trace_cannot_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ptxrag.cli import app
+
+    src = load_task("bulk-copy-scale").root
+    assert src is not None
+    dst = tmp_path / "tasks" / "bulk-copy-f64"
+    shutil.copytree(src, dst)
+    toml = (dst / "task.toml").read_text().replace('id = "bulk-copy-scale"', 'id = "bulk-copy-f64"')
+    (dst / "task.toml").write_text(toml.replace('dtype = "float32"', 'dtype = "float64"'))
+    task = load_task_dir(dst)
+    with pytest.raises(FITraceError, match=r"no dtype for .*\(float64\)"):
+        export_task(task)
+    monkeypatch.setenv("PTXRAG_TASKS_PATH", str(tmp_path / "tasks"))
+    res = CliRunner().invoke(app, ["tasks", "export", "bulk-copy-f64", "--to", str(tmp_path / "out")])
+    assert res.exit_code == 2 and "float64" in res.output and not (tmp_path / "out").exists()

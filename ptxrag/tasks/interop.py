@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .fitrace import (
+    FI_DTYPES,
     AxisConst,
     AxisVar,
     Definition,
@@ -304,6 +305,11 @@ def export_task(task: TaskSpec) -> tuple[Definition, list[Workload]]:
     A task imported from a definition (and not changed since, see source_definition) exports with that
     definition's name, axes (their names and descriptions), constraints, description and tags; any other
     task names each fixed dimension ``<tensor>_dim<i>``."""
+    unnamed = [f"{t.name} ({t.dtype})" for t in (*task.inputs, *task.outputs) if t.dtype not in FI_DTYPES]
+    if unnamed:
+        raise FITraceError(
+            f"{task.id}: FlashInfer-Trace has no dtype for {', '.join(unnamed)}; it names {', '.join(FI_DTYPES)}"
+        )
     orig = source_definition(task)
     axes: dict[str, AxisConst | AxisVar] = dict(orig.axes) if orig else {}
     for t in (*task.inputs, *task.outputs):
