@@ -283,13 +283,14 @@ def export_cmd(
 ) -> None:
     """Write a task as a FlashInfer-Trace definition JSON plus a workloads JSONL."""
     from ptxrag.tasks import TaskError, load_task
+    from ptxrag.tasks.fitrace import FITraceError
     from ptxrag.tasks.interop import write_export
 
     if fmt != "flashinfer-trace":
         fail(f"--format {fmt!r} is not supported; use flashinfer-trace")
     try:
         paths = write_export(load_task(task_id), to)
-    except TaskError as e:
+    except (TaskError, FITraceError) as e:
         fail(str(e))
     for p in paths:
         console.print(f"wrote {p}")

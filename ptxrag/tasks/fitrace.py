@@ -127,7 +127,19 @@ class Workload(_Model):
     uuid: NonEmpty
 
 
-def _errors(e: ValidationError) -> str:
+def definition_json(d: Definition) -> str:
+    """``d`` as the JSON of a definition file: unset optional fields left out, but a scalar's ``"shape": null``
+    kept (the schema requires the key; leaving it out makes the file unreadable, here and in flashinfer-bench)."""
+    data = d.model_dump(mode="json", exclude_none=True)
+    for role in ("inputs", "outputs"):
+        for name, t in getattr(d, role).items():
+            if t.shape is None:
+                data[role][name]["shape"] = None
+    return json.dumps(data, indent=2) + "\n"
+
+
+def validation_message(e: ValidationError) -> str:
+    """A pydantic error as one line: where, and what is wrong."""
     return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in e.errors())
 
 
@@ -140,7 +152,7 @@ def load_definition(path: Path) -> Definition:
     try:
         return Definition.model_validate(data)
     except ValidationError as e:
-        raise FITraceError(f"{path}: not a FlashInfer-Trace definition: {_errors(e)}") from None
+        raise FITraceError(f"{path}: not a FlashInfer-Trace definition: {validation_message(e)}") from None
 
 
 def load_workloads(path: Path, definition: Definition | None = None) -> list[Workload]:
@@ -167,7 +179,9 @@ def load_workloads(path: Path, definition: Definition | None = None) -> list[Wor
         try:
             out.append(Workload.model_validate(obj))
         except ValidationError as e:
-            raise FITraceError(f"{path}:{i}: not a FlashInfer-Trace workload: {_errors(e)}") from None
+            raise FITraceError(
+                f"{path}:{i}: not a FlashInfer-Trace workload: {validation_message(e)}"
+            ) from None
     if not out:
         raise FITraceError(f"{path}: no workloads" + (f" for {definition.name}" if definition else ""))
     return out

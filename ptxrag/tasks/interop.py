@@ -15,7 +15,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from .fitrace import (
+    FI_DTYPES,
     AxisConst,
     AxisVar,
     Definition,
@@ -23,12 +26,24 @@ from .fitrace import (
     FITraceError,
     ScalarInput,
     Workload,
+    definition_json,
     eval_constraint,
+    load_definition,
+    validation_message,
 )
 from .spec import DTYPES, TaskSpec
 
 _FLOAT = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 _TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 1e-2)}
+#: (atol, rtol) for an output dtype _TOL does not list (the float8 formats)
+_TOL_OTHER = (2e-2, 1e-2)
+
+#: the most dimensions a tensor descriptor of the ABI carries (PTXRAG_MAX_DIMS in ptxrag_abi.h)
+_MAX_DIMS = 8
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: the copy of the definition an imported task folder keeps (export reuses its axis names)
+DEFINITION_COPY = "definition.json"
 
 
 @dataclass(frozen=True)
@@ -88,9 +103,30 @@ def _check_mappable(d: Definition) -> None:
                     f"{d.name}: input {n} is an {t.dtype} tensor (indices or lengths need structured values; "
                     "ptxrag draws random inputs), so this definition cannot be imported"
                 )
+            if not _IDENT.match(n):
+                raise FITraceError(
+                    f"{d.name}: {role} name {n!r} is not an identifier, which ptxrag tensor names must be"
+                )
+            if len(t.shape or []) > _MAX_DIMS:
+                raise FITraceError(
+                    f"{d.name}: {role} {n} has {len(t.shape or [])} dimensions; the ABI passes at most {_MAX_DIMS}"
+                )
             for ax in t.shape or []:
                 if ax not in d.axes:
                     raise FITraceError(f"{d.name}: {role} {n} uses axis {ax!r}, which is not declared")
+
+
+def _check_workload_axes(d: Definition, w: Workload) -> None:
+    """A workload may repeat the const axes (the study's workloads do) but must agree with the definition."""
+    unknown = sorted(set(w.axes) - set(d.axes))
+    if unknown:
+        raise FITraceError(f"workload {w.uuid} sets axes {unknown}, which {d.name} does not declare")
+    const = d.const_axes
+    wrong = [
+        f"{k}={v} (the definition says {const[k]})" for k, v in w.axes.items() if k in const and v != const[k]
+    ]
+    if wrong:
+        raise FITraceError(f"workload {w.uuid} gives const axes other values: {', '.join(wrong)}")
 
 
 def _size(axes: dict[str, int]) -> int:
@@ -153,6 +189,7 @@ def import_definition(
         missing = set(var) - set(w.axes)
         if missing:
             raise FITraceError(f"workload {w.uuid} does not set var axes {sorted(missing)}")
+        _check_workload_axes(d, w)
         if any(i.type == "safetensors" for i in w.inputs.values()):
             notes.append(f"workload {w.uuid}: safetensors inputs are replaced by fresh random inputs")
     if var and not workloads:
@@ -163,7 +200,9 @@ def import_definition(
     check = [min(pick, key=_size)]
     awk = _awkward(check[0])
     awkward_idx: list[int] = []
-    if var and awk != check[0]:
+    if var and awk == check[0] and any(v > 1 for v in awk.values()):
+        awkward_idx = [0]  # the smallest workload is already awkward (e.g. a re-import of an export)
+    elif var and awk != check[0]:
         if _ok(d, awk):
             check.append(awk)
             awkward_idx = [1]
@@ -183,7 +222,16 @@ def import_definition(
 
     tid = task_id or task_id_for(d.name)
     out_dtypes = [t.dtype for t in d.outputs.values()]
-    atol, rtol = max((_TOL.get(x, (2e-2, 1e-2)) for x in out_dtypes), key=lambda p: p[0])
+    atol, rtol = max((_TOL.get(x, _TOL_OTHER) for x in out_dtypes), key=lambda p: p[0])
+    own_tolerance = len(set(out_dtypes)) > 1  # e.g. attention's bf16 o and fp32 lse
+
+    def output(n: str, t: FITensor) -> dict[str, object]:
+        spec = tensor(n, t)
+        if own_tolerance:
+            o_atol, o_rtol = _TOL.get(t.dtype, _TOL_OTHER)
+            spec["tolerance"] = {"atol": o_atol, "rtol": o_rtol}
+        return spec
+
     statement = (
         f"{d.description or d.name}\n\n"
         f"Imported from the FlashInfer-Trace definition `{d.name}` (op type {d.op_type}). Implement the same "
@@ -202,35 +250,76 @@ def import_definition(
         "baseline": f"the definition's PyTorch reference run() for {d.name}",
         "statement": statement,
         "inputs": [tensor(n, t) for n, t in d.inputs.items() if t.shape is not None],
-        "outputs": [tensor(n, t) for n, t in d.outputs.items()],
+        "outputs": [output(n, t) for n, t in d.outputs.items()],
         "scalars": scalars,
         "shapes": {"check": check, "timing": timing, "awkward": awkward_idx},
         "tolerance": {"atol": atol, "rtol": rtol},
         "reference": {"precision": "native"},
     }
-    TaskSpec.model_validate(spec)  # fail before writing anything
+    try:
+        TaskSpec.model_validate(spec)  # fail before writing anything
+    except ValidationError as e:
+        # what only the task format can judge, e.g. one call's tensors beyond the GPU's memory
+        raise FITraceError(f"{d.name}: cannot be a ptxrag task: {validation_message(e)}") from None
     folder = to / tid
     if folder.exists():
         raise FITraceError(f"{folder} exists; remove it or choose another --to / --id")
     folder.mkdir(parents=True)
     (folder / "task.toml").write_text(to_toml(spec))
     (folder / "reference.py").write_text(_reference_py(d))
-    (folder / "definition.json").write_text(d.model_dump_json(indent=2, exclude_none=True) + "\n")
+    (folder / DEFINITION_COPY).write_text(definition_json(d))
     (folder / "solution.cu").write_text(
         f'#error "{tid}: imported task without a reference solution yet; write one in this file"\n'
     )
     return Imported(folder, check, timing, notes)
 
 
+def source_definition(task: TaskSpec) -> Definition | None:
+    """The definition an imported task was made from (the folder's definition.json), if the task's tensors
+    and scalars still match it: the same names in order, dtypes, and dimensions (a const axis's value where
+    the task has a number, a var axis's name where it has a name). None for any other task, or one edited
+    since import, whose export then names its fixed dimensions itself."""
+    if task.root is None or not (task.root / DEFINITION_COPY).is_file():
+        return None
+    try:
+        d = load_definition(task.root / DEFINITION_COPY)
+    except FITraceError:
+        return None
+    if [n for n, t in d.inputs.items() if t.shape is None] != [s.name for s in task.scalars]:
+        return None
+    for fi_tensors, specs in ((d.inputs, task.inputs), (d.outputs, task.outputs)):
+        shaped = {n: t.shape for n, t in fi_tensors.items() if t.shape is not None}
+        if list(shaped) != [t.name for t in specs]:
+            return None
+        for t in specs:
+            if fi_tensors[t.name].dtype != t.dtype or len(shaped[t.name]) != len(t.shape):
+                return None
+            if any(d.const_axes.get(ax, ax) != dim for ax, dim in zip(shaped[t.name], t.shape, strict=True)):
+                return None
+    return d
+
+
 def export_task(task: TaskSpec) -> tuple[Definition, list[Workload]]:
-    """The FlashInfer-Trace form of a task: its definition and one workload per check and timing shape."""
-    axes: dict[str, AxisConst | AxisVar] = {}
+    """The FlashInfer-Trace form of a task: its definition and one workload per check and timing shape.
+
+    A task imported from a definition (and not changed since, see source_definition) exports with that
+    definition's name, axes (their names and descriptions), constraints, description and tags; any other
+    task names each fixed dimension ``<tensor>_dim<i>``."""
+    unnamed = [f"{t.name} ({t.dtype})" for t in (*task.inputs, *task.outputs) if t.dtype not in FI_DTYPES]
+    if unnamed:
+        raise FITraceError(
+            f"{task.id}: FlashInfer-Trace has no dtype for {', '.join(unnamed)}; it names {', '.join(FI_DTYPES)}"
+        )
+    orig = source_definition(task)
+    axes: dict[str, AxisConst | AxisVar] = dict(orig.axes) if orig else {}
     for t in (*task.inputs, *task.outputs):
         for d in t.shape:
             if isinstance(d, str):
                 axes.setdefault(d, AxisVar())
 
     def shape_of(t_name: str, shape: list[int | str]) -> list[str]:
+        if orig is not None:
+            return list((orig.inputs.get(t_name) or orig.outputs[t_name]).shape or [])
         names = []
         for i, d in enumerate(shape):
             if isinstance(d, int):
@@ -243,7 +332,7 @@ def export_task(task: TaskSpec) -> tuple[Definition, list[Workload]]:
 
     inputs = {t.name: FITensor(shape=shape_of(t.name, list(t.shape)), dtype=t.dtype) for t in task.inputs}
     for s in task.scalars:
-        inputs[s.name] = FITensor(shape=None, dtype="float32")
+        inputs[s.name] = orig.inputs[s.name] if orig else FITensor(shape=None, dtype="float32")
     outputs = {t.name: FITensor(shape=shape_of(t.name, list(t.shape)), dtype=t.dtype) for t in task.outputs}
     src = task.path(task.reference.file).read_text()
     args = [*(t.name for t in task.inputs), *(s.name for s in task.scalars)]
@@ -258,15 +347,17 @@ def export_task(task: TaskSpec) -> tuple[Definition, list[Workload]]:
     )
     if "def run(" in src:
         wrapper = ""  # an imported task already carries the definition's run
+    ptx_tags = [f"ptxrag:required_ptx={p}" for p in task.required_ptx]
     definition = Definition(
-        name=task.id.replace("-", "_"),
+        name=orig.name if orig else task.id.replace("-", "_"),
         op_type=task.family,
         axes=axes,
         inputs=inputs,
         outputs=outputs,
         reference=src.rstrip() + wrapper,
-        description=task.title,
-        tags=[f"ptxrag:required_ptx={p}" for p in task.required_ptx],
+        description=orig.description if orig and orig.description else task.title,
+        tags=[*(x for x in (orig.tags if orig else []) if x not in ptx_tags), *ptx_tags],
+        constraints=list(orig.constraints) if orig else [],
     )
     workloads = []
     for i, dims in enumerate([*task.shapes.check, task.shapes.timing]):
@@ -283,6 +374,6 @@ def write_export(task: TaskSpec, to: Path) -> list[Path]:
     to.mkdir(parents=True, exist_ok=True)
     dpath = to / f"{definition.name}.json"
     wpath = to / f"{definition.name}.workloads.jsonl"
-    dpath.write_text(definition.model_dump_json(indent=2, exclude_none=True) + "\n")
+    dpath.write_text(definition_json(definition))
     wpath.write_text("".join(json.dumps(w.model_dump(mode="json")) + "\n" for w in workloads))
     return [dpath, wpath]
