@@ -94,7 +94,14 @@ class _Scripted:
         reference = source == task.solution_source()
         order = ["compile", "static", "correctness", "execution", "mutation", "timing"]
         cut = len(order) if reference else order.index(self.stage)
-        kinds = [CompileResult, StaticResult, CorrectnessResult, ExecutionResult, MutationResult, TimingResult]
+        kinds = [
+            CompileResult,
+            StaticResult,
+            CorrectnessResult,
+            ExecutionResult,
+            MutationResult,
+            TimingResult,
+        ]
         stages = {}
         for i, (name, kind) in enumerate(zip(order, kinds, strict=True)):
             status = "passed" if i < cut else self.status if i == cut else "skipped"
