@@ -53,7 +53,12 @@ def main() -> None:
     for name, s in runs:
         base = s if isinstance(s, Retriever) else r
         ev = evaluate(
-            _Fresh(base, s), queries, version="9.1", split=args.split, label=name, contracts=name != "bm25-chunks"
+            _Fresh(base, s),
+            queries,
+            version="9.1",
+            split=args.split,
+            label=name,
+            contracts=name != "bm25-chunks",
         )
         cats = {c: [round(v.recall_at_1, 2), round(v.recall_at_5, 2)] for c, v in ev.by_category.items()}
         row = {

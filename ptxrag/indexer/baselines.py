@@ -9,6 +9,8 @@
   without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
   ``dense-adapted`` is dense alone through the learned query adapter (``adapter.py``); ``fusion-tuned`` the
   hand-tuned fusion with every rule (bonus, intents, glossary, quota) but without the learned reranker;
+  ``fields-description`` / ``fields-queries`` that fusion with the BM25 field of ``fields.py`` (purpose and
+  Description; doc2query-style pseudo-queries) fused too;
   ``default`` everything on (the defaults of ``FusionWeights``: the reranker of ``rerank.py`` on top)."""
 
 from __future__ import annotations
