@@ -9,6 +9,8 @@
   without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
   ``dense-adapted`` is dense alone through the learned query adapter (``adapter.py``); ``fusion-tuned`` the
   hand-tuned fusion with every rule (bonus, intents, glossary, quota) but without the learned reranker;
+  ``fields-description`` / ``fields-queries`` that fusion with the BM25 field of ``fields.py`` (purpose and
+  Description; doc2query-style pseudo-queries) fused too;
   ``default`` everything on (the defaults of ``FusionWeights``: the reranker of ``rerank.py`` on top)."""
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ ABLATIONS: dict[str, FusionWeights] = {
     ),
     "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
     "fusion-tuned": FusionWeights(rerank=False),
+    # the section fields of fields.py beside fusion-tuned (weights the best of a dev grid; both lost
+    # there to fusion-tuned, so the default leaves them out)
+    "fields-description": FusionWeights(rerank=False, description=0.5),
+    "fields-queries": FusionWeights(rerank=False, queries=0.5),
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first

@@ -25,6 +25,10 @@ class Candidate:
     dense: float | None = None
     summary: float | None = None
     """BM25 over the section's title and summary"""
+    description: float | None = None
+    """BM25 over the section's purpose and Description (``fields.description``)"""
+    queries: float | None = None
+    """BM25 over the section's pseudo-queries (``fields.queries``)"""
     adapted: float | None = None
     """the best chunk's cosine similarity to the query through the learned adapter (reranker feature)"""
     stub: bool = False
@@ -42,6 +46,8 @@ class FusionWeights(BaseModel):
     title: float = Field(1.0, ge=0)
     dense: float = Field(2.0, ge=0)
     summary: float = Field(1.0, ge=0, description="BM25 over title + summary (what the section is about)")
+    description: float = Field(0.0, ge=0, description="BM25 over purpose + Description (fields.py)")
+    queries: float = Field(0.0, ge=0, description="BM25 over the section's pseudo-queries (fields.py)")
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
     dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
@@ -91,9 +97,9 @@ def fuse(
     asks_history: bool = False,
 ) -> list[tuple[Candidate, float]]:
     """Candidates best first with their final scores. The fused part is scaled into [0, 1)."""
-    total_w = (w.lexical + w.title + w.dense + w.summary) or 1.0
+    attrs = ("lexical", "title", "dense", "summary", "description", "queries")
+    total_w = sum(getattr(w, a) for a in attrs) or 1.0
     best = 1.0 / (w.rrf_k + 1)
-    attrs = ("lexical", "title", "dense", "summary")
     ranks = {attr: _ranks(cands, attr) for attr in attrs}
     out = []
     for c in cands:

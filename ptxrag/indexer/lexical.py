@@ -12,13 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunking import breadcrumb, summary
+from . import fields
+from .chunking import breadcrumb, short_title, summary
 from .schema import Section
 from .text import tokenize
 
 _SECTIONS = "bm25-sections"
 _TITLES = "bm25-titles"
 _SUMMARIES = "bm25-summaries"
+_DESCRIPTIONS = "bm25-descriptions"
+_QUERIES = "bm25-queries"
 
 
 #: CUDA programming-guide words -> the manual's own vocabulary. Agents (and people) ask in CUDA terms
@@ -71,6 +74,18 @@ def summary_document(section: Section, by_number: Mapping[str, Section]) -> list
     return tokenize(f"{breadcrumb(section, by_number, 2)}\n{' '.join(section.defines)}\n{summary(section)}")
 
 
+def description_document(section: Section, by_number: Mapping[str, Section]) -> list[str]:
+    """Short title, defined names and what the section does (``fields.description``)."""
+    return tokenize(
+        f"{short_title(section.title)}\n{' '.join(section.defines)}\n{fields.description(section)}"
+    )
+
+
+def queries_document(section: Section, by_number: Mapping[str, Section]) -> list[str]:
+    """The section's pseudo-queries (``fields.queries``), doc2query-style."""
+    return tokenize(fields.queries(section))
+
+
 def _bm25() -> object:
     import bm25s
 
@@ -84,6 +99,8 @@ def build(folder: Path, sections: list[Section]) -> None:
         (_SECTIONS, section_document),
         (_TITLES, title_document),
         (_SUMMARIES, summary_document),
+        (_DESCRIPTIONS, description_document),
+        (_QUERIES, queries_document),
     ):
         docs = [make(s, by_number) or ["_empty_"] for s in sections]
         index = _bm25()
@@ -92,18 +109,19 @@ def build(folder: Path, sections: list[Section]) -> None:
 
 
 class LexicalIndex:
-    """The two BM25 indexes of one collection, loaded."""
+    """The BM25 indexes of one collection, loaded."""
 
     def __init__(self, folder: Path) -> None:
         import bm25s
 
         self._sections = bm25s.BM25.load(str(folder / _SECTIONS), show_progress=False, verbosity=0)
         self._titles = bm25s.BM25.load(str(folder / _TITLES), show_progress=False, verbosity=0)
-        # indexes built before summaries existed have none: that signal is then absent
-        self._summaries = (
-            bm25s.BM25.load(str(folder / _SUMMARIES), show_progress=False, verbosity=0)
-            if (folder / _SUMMARIES).is_dir()
+        # indexes built before a field existed lack it: that signal is then absent
+        self._summaries, self._descriptions, self._queries = (
+            bm25s.BM25.load(str(folder / name), show_progress=False, verbosity=0)
+            if (folder / name).is_dir()
             else None
+            for name in (_SUMMARIES, _DESCRIPTIONS, _QUERIES)
         )
 
     def _scores(self, index: object, tokens: list[str]) -> np.ndarray:
@@ -122,3 +140,8 @@ class LexicalIndex:
 
     def summary_scores(self, tokens: list[str]) -> np.ndarray | None:
         return None if self._summaries is None else self._scores(self._summaries, tokens)
+
+    def field_scores(self, field: str, tokens: list[str]) -> np.ndarray | None:
+        """BM25 over one section field (``description`` or ``queries``); None when not indexed."""
+        index = {"description": self._descriptions, "queries": self._queries}[field]
+        return None if index is None else self._scores(index, tokens)

@@ -362,7 +362,7 @@ class Retriever:
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
         for key in keys:
             loaded = self._collection(key)
-            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted))
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted, w))
             for number, names in loaded.defines.items():
                 if names:
                     defines[(key, number)] = names
@@ -431,6 +431,7 @@ class Retriever:
         tokens: list[str],
         qvec: np.ndarray,
         adapted: np.ndarray | None,
+        w: FusionWeights,
     ) -> list[Candidate]:
         out: dict[int, Candidate] = {}
 
@@ -453,6 +454,10 @@ class Retriever:
         gist = loaded.lexical.summary_scores(tokens)
         if gist is not None:
             signals.append(("summary", gist))
+        for name in ("description", "queries"):
+            field = loaded.lexical.field_scores(name, tokens) if getattr(w, name) > 0 else None
+            if field is not None:
+                signals.append((name, field))
         for attr, scores in signals:
             top = np.argsort(-scores)[:50]
             for row in top:

@@ -1,0 +1,85 @@
+"""Score the packaged 9.1 set with the retriever's ablations and with another reranker file beside the
+packaged one (``--reranker NAME=PATH``, e.g. one trained by ``train_reranker.py --train-on pseudo``).
+Each search embeds its query afresh (cache cleared), so the latencies are those of new queries.
+
+    PTXRAG_HOME=... python eval/retrieval/reranker_ablation.py --split dev --ablation default \\
+        --reranker pseudo=/tmp/rerank-pseudo.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from threadpoolctl import threadpool_limits
+
+from ptxrag.indexer import Retriever, evaluate, load_queries
+from ptxrag.indexer.baselines import ABLATION_NAMES, searcher
+from ptxrag.indexer.evaluation import packaged_set, select
+from ptxrag.indexer.rerank import load_reranker
+
+
+class _Fresh:
+    """A searcher whose every search embeds its query anew."""
+
+    def __init__(self, retriever: Retriever, inner: object) -> None:
+        self.retriever, self.inner = retriever, inner
+
+    def search(self, query: str, k: int = 5, **kw: object) -> list:  # type: ignore[type-arg]
+        self.retriever.clear_query_cache()
+        return self.inner.search(query, k, **kw)  # type: ignore[attr-defined, no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--split", choices=["dev", "test"], required=True)
+    ap.add_argument("--ablation", nargs="*", default=list(ABLATION_NAMES))
+    ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH of a reranker file")
+    args = ap.parse_args()
+    threadpool_limits(1, "blas")
+    torch.set_num_threads(1)
+    queries = select(load_queries(packaged_set("9.1")), args.split)
+    r = Retriever()
+    runs: list[tuple[str, object]] = [(n, searcher(n, r, "9.1")) for n in args.ablation]
+    for spec in args.reranker:
+        name, path = spec.split("=", 1)
+        other = Retriever()
+        other.reranker = load_reranker(Path(path))
+        if other.reranker is None:
+            raise SystemExit(f"{path}: no reranker for today's features")
+        runs.append((f"reranker:{name}", other))
+    for name, s in runs:
+        base = s if isinstance(s, Retriever) else r
+        ev = evaluate(
+            _Fresh(base, s),
+            queries,
+            version="9.1",
+            split=args.split,
+            label=name,
+            contracts=name != "bm25-chunks",
+        )
+        cats = {c: [round(v.recall_at_1, 2), round(v.recall_at_5, 2)] for c, v in ev.by_category.items()}
+        row = {
+            "label": name,
+            "n": ev.queries,
+            "r1": round(ev.recall_at_1, 3),
+            "r5": round(ev.recall_at_5, 3),
+            "r10": round(ev.recall_at_10, 3),
+            "mrr10": round(ev.mrr_at_10, 3),
+            "ndcg10": round(ev.ndcg_at_10, 3),
+            "exact1": round(ev.exact_recall_at_1, 3),
+            "ctr5": ev.contract_recall_at_5,
+            "man5": ev.contract_manual_recall_at_5,
+            "wall_p50_ms": round(ev.median_query_ms, 1),
+            "wall_p95_ms": round(ev.p95_query_ms, 1),
+            "cpu_p50_ms": round(ev.median_cpu_ms, 1),
+            "cpu_p95_ms": round(ev.p95_cpu_ms, 1),
+            "by_category": cats,
+        }
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
