@@ -188,3 +188,26 @@ def test_generated_attention_controls_are_current() -> None:
         for c in load_task(t).controls
     }
     assert declared == set(generated), "every generated control is declared in its task.toml, and only those"
+
+
+def test_generated_attention_backward_files_are_current() -> None:
+    """The causal backward solution and every mha-bwd control are the non-causal solution plus one planted change
+    each (scripts/gen-mha-bwd-controls.py): a stale file would test a kernel the reference no longer is."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen-mha-bwd-controls.py"
+    spec = importlib.util.spec_from_file_location("gen_mha_bwd_controls", script)
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    generated = gen.outputs()
+    tasks = ("mha-bwd-d128", "mha-bwd-d128-causal")
+    causal_solution = load_task(tasks[1]).path("solution.cu")
+    assert causal_solution in generated
+    for path, text in generated.items():
+        assert path.read_text() == text, f"{path.name} is stale: run python scripts/gen-mha-bwd-controls.py"
+        if path != causal_solution:
+            solution = (path.parents[1] / "solution.cu").read_text()
+            assert text != solution and text.lstrip().startswith("// Control")
+    declared = {load_task(t).path(c.file) for t in tasks for c in load_task(t).controls}
+    assert declared == set(generated) - {causal_solution}, "every generated control is declared, and only those"
