@@ -18,10 +18,11 @@
 //       P^T = 2^(S^T scale log2(e) - lse2) and dS^T = P^T (dP^T - D) in registers, then dv += P^T do and
 //       dk += dS^T q with wgmma m64n128k16 whose A operand is P^T / dS^T rounded to bf16 in registers (the
 //       accumulator fragment is the A fragment) and whose B operand is the do / q tile read N-major. dS (bf16)
-//       is also written to shared memory in the 128-byte-swizzled K-major layout TMA would produce (each
-//       warpgroup one 64-key box), and after a named barrier each warpgroup computes one 64-column half of
-//       this block's dq = dS K with wgmma m64n64k16 (A = dS K-major, B = the K tile N-major) and adds it to
-//       the fp32 accumulator in global memory with atomics (several key blocks add to the same dq rows);
+//       is first written to shared memory in the 128-byte-swizzled K-major layout TMA would produce (each
+//       warpgroup one 64-key box); after a named barrier each warpgroup issues dv, dk and one 64-column half
+//       of this block's dq = dS K (wgmma m64n64k16, A = dS K-major, B = the K tile N-major) as one group, and
+//       adds its dq half to the fp32 accumulator in global memory with atomics (several key blocks add to the
+//       same dq rows);
 //   bwd_post: dq = bf16(scale * accumulator).
 // Causal: a key block starts at the first query block that reaches its first key (query blocks above the
 // diagonal are never loaded), the mask is applied only on the two query blocks the diagonal crosses; key blocks
@@ -235,13 +236,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       p[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
       ds[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
     }
-    ptxrag::wgmma_fence();
-    issue_rs(dv, p, dot);
-    issue_rs(dk, ds, qt);
-    ptxrag::wgmma_commit_group();
 
-    // dS to shared memory, transposed to [query][key] in the 128-byte swizzle TMA would write: row r (query)
-    // at r * 128, 16-byte chunk (key / 8) ^ (r % 8), key % 8 inside it
+    // dS to shared memory before the dv / dk wgmma are issued (the A registers of an in-flight wgmma must not
+    // be read), transposed to [query][key] in the 128-byte swizzle TMA would write: row r (query) at r * 128,
+    // 16-byte chunk (key / 8) ^ (r % 8), key % 8 inside it
     bar_consumers(1);  // the other warpgroup's previous dq wgmma has finished reading dS
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -255,6 +253,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     bar_consumers(2);  // both 64-key boxes of dS are written
     float dq[32];
     ptxrag::wgmma_fence();
+    issue_rs(dv, p, dot);
+    issue_rs(dk, ds, qt);
     issue_dq(dq, ds_tile, k_tile + cw * KV_BOX);
     ptxrag::wgmma_commit_group();
     ptxrag::wgmma_wait_group<0>();  // dv, dk and dq done: q, do and the rows of this stage are no longer read

@@ -252,13 +252,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       p[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
       ds[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
     }
-    ptxrag::wgmma_fence();
-    issue_rs(dv, p, dot);
-    issue_rs(dk, ds, qt);
-    ptxrag::wgmma_commit_group();
 
-    // dS to shared memory, transposed to [query][key] in the 128-byte swizzle TMA would write: row r (query)
-    // at r * 128, 16-byte chunk (key / 8) ^ (r % 8), key % 8 inside it
+    // dS to shared memory before the dv / dk wgmma are issued (the A registers of an in-flight wgmma must not
+    // be read), transposed to [query][key] in the 128-byte swizzle TMA would write: row r (query) at r * 128,
+    // 16-byte chunk (key / 8) ^ (r % 8), key % 8 inside it
     bar_consumers(1);  // the other warpgroup's previous dq wgmma has finished reading dS
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -272,6 +269,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     bar_consumers(2);  // both 64-key boxes of dS are written
     float dq[32];
     ptxrag::wgmma_fence();
+    issue_rs(dv, p, dot);
+    issue_rs(dk, ds, qt);
     issue_dq(dq, ds_tile, k_tile + cw * KV_BOX);
     ptxrag::wgmma_commit_group();
     ptxrag::wgmma_wait_group<0>();  // dv, dk and dq done: q, do and the rows of this stage are no longer read
