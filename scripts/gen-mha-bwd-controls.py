@@ -138,7 +138,11 @@ def fallback(s: str) -> str:
     keep = []
     for line in s.splitlines(keepends=True):
         t = line.strip()
-        if t == "ptxrag::wgmma_fence();" or t == "ptxrag::wgmma_commit_group();" or t.startswith("ptxrag::wgmma_wait_group<"):
+        if (
+            t == "ptxrag::wgmma_fence();"
+            or t == "ptxrag::wgmma_commit_group();"
+            or t.startswith("ptxrag::wgmma_wait_group<")
+        ):
             continue
         keep.append(line)
     s = "".join(keep)
@@ -250,7 +254,9 @@ def dq_race(s: str) -> str:
 
 
 def lse_natural(s: str) -> str:
-    return sub(s, "lse2[prow] = L[r] * 1.4426950408889634f;", "lse2[prow] = L[r];  // BUG: natural log used as log2")
+    return sub(
+        s, "lse2[prow] = L[r] * 1.4426950408889634f;", "lse2[prow] = L[r];  // BUG: natural log used as log2"
+    )
 
 
 def key_tail(s: str) -> str:
@@ -311,7 +317,14 @@ FNS = {
     "empty_never_released": no_release,
 }
 
-COMMON = ["cuda_core_fallback", "dead_tma", "dq_race", "lse_natural_log", "key_tail_dropped", "empty_never_released"]
+COMMON = [
+    "cuda_core_fallback",
+    "dead_tma",
+    "dq_race",
+    "lse_natural_log",
+    "key_tail_dropped",
+    "empty_never_released",
+]
 PER_TASK = {TASK: COMMON, CAUSAL_TASK: [*COMMON, "causal_off_by_one"]}
 
 
@@ -322,7 +335,9 @@ def outputs() -> dict[Path, str]:
     out = {SUITE / CAUSAL_TASK / "solution.cu": sols[CAUSAL_TASK]}
     for task, names in PER_TASK.items():
         for n in names:
-            out[SUITE / task / "controls" / f"{n}.cu"] = HEADS[n].rstrip() + "\n" + FNS[n](strip_header(sols[task]))
+            out[SUITE / task / "controls" / f"{n}.cu"] = (
+                HEADS[n].rstrip() + "\n" + FNS[n](strip_header(sols[task]))
+            )
     return out
 
 

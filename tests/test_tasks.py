@@ -210,4 +210,6 @@ def test_generated_attention_backward_files_are_current() -> None:
             solution = (path.parents[1] / "solution.cu").read_text()
             assert text != solution and text.lstrip().startswith("// Control")
     declared = {load_task(t).path(c.file) for t in tasks for c in load_task(t).controls}
-    assert declared == set(generated) - {causal_solution}, "every generated control is declared, and only those"
+    assert declared == set(generated) - {causal_solution}, (
+        "every generated control is declared, and only those"
+    )
