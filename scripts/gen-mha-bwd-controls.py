@@ -246,9 +246,12 @@ def dead_tma(s: str) -> str:
 def dq_race(s: str) -> str:
     s = sub(
         s,
-        "          atomicAdd(dst + 8 * j, dq[4 * j + 2 * rr]);\n          atomicAdd(dst + 8 * j + 1, dq[4 * j + 2 * rr + 1]);",
-        "          dst[8 * j] += dq[4 * j + 2 * rr];  // BUG: read-modify-write without an atomic\n"
-        "          dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];",
+        "        for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)\n"
+        "          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));",
+        "        for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic\n"
+        "          dst[8 * j] += dq[4 * j + 2 * rr];\n"
+        "          dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];\n"
+        "        }",
     )
     return s
 

@@ -244,8 +244,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (q < seq) {
         float* dst = dq_acc + (head + q) * HD + 64 * cw + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          dst[8 * j] += dq[4 * j + 2 * rr];  // BUG: read-modify-write without an atomic
+        for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic
+          dst[8 * j] += dq[4 * j + 2 * rr];
           dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];
         }
       }

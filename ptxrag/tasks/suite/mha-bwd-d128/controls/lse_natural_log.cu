@@ -243,10 +243,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (q < seq) {
         float* dst = dq_acc + (head + q) * HD + 64 * cw + 2 * (lane % 4);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          atomicAdd(dst + 8 * j, dq[4 * j + 2 * rr]);
-          atomicAdd(dst + 8 * j + 1, dq[4 * j + 2 * rr + 1]);
-        }
+        for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)
+          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));
       }
     }
   }
