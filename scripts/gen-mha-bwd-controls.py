@@ -78,8 +78,8 @@ __device__ __forceinline__ void issue_kq(float (&acc)[32], uint32_t kv_rows, uin
 __device__ __forceinline__ void issue_rs(float (&acc)[64], const uint32_t (&a)[16], uint32_t tile) {
   const int lane = threadIdx.x % 32, wrow = ((threadIdx.x / 32) % 4) * 16 + lane / 4, cw = threadIdx.x / 128 - 1;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t abuf =
-      ((ptxrag::smem_u32(smem_raw) + 1023) & ~1023u) + 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + cw * 8192;
+  const uint32_t abuf = ((ptxrag::smem_u32(smem_raw) + 1023) & ~1023u) + 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE +
+                        (DQ_BULK ? 2 * DQ_STAGE : 0) + cw * 8192;
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 #pragma unroll
   for (int t = 0; t < 16; ++t) {
@@ -129,8 +129,9 @@ __device__ __forceinline__ void issue_dq(float (&acc)[32], uint32_t ds_tile, uin
 def fallback(s: str) -> str:
     s = sub(
         s,
-        "constexpr int SMEM_BYTES = 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + 1024;",
-        "constexpr int SMEM_BYTES = 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + 2 * 8192 + 1024;  // + A buffers",
+        "constexpr int SMEM_BYTES = 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + (DQ_BULK ? 2 * DQ_STAGE : 0) + 1024;",
+        "constexpr int SMEM_BYTES =  // + two A buffers\n"
+        "    2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + (DQ_BULK ? 2 * DQ_STAGE : 0) + 2 * 8192 + 1024;",
     )
     a = s.index("// S^T = K_wg q^T (or dP^T = V_wg do^T): 8 k16 steps")
     b = s.index("__global__ void __launch_bounds__(THREADS, 1)")
@@ -246,14 +247,19 @@ def dead_tma(s: str) -> str:
 def dq_race(s: str) -> str:
     s = sub(
         s,
-        "        for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)\n"
-        "          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));",
-        "        for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic\n"
-        "          dst[8 * j] += dq[4 * j + 2 * rr];\n"
-        "          dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];\n"
-        "        }",
+        "          for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)\n"
+        "            atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));",
+        "          for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic\n"
+        "            dst[8 * j] += dq[4 * j + 2 * rr];\n"
+        "            dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];\n"
+        "          }",
     )
-    return s
+    # the same bug in the BW_DQ_BULK variant's path: the bulk reduction replaced by a bulk store
+    return sub(
+        s,
+        "ptxrag::bulk_reduce_add_f32(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);",
+        "ptxrag::bulk_store(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);  // BUG: no add",
+    )
 
 
 def lse_natural(s: str) -> str:
@@ -297,7 +303,8 @@ HEADS = {
 // in SASS but never executed. Must fail at execution.""",
     "dq_race": """// Control: the reference, but each CTA adds its dq contribution with a plain load-add-store instead of an
 // atomic: the CTAs of the other key blocks of the same head add to the same rows at the same time (they walk
-// the query blocks in the same order), so updates are lost. Must fail at correctness.""",
+// the query blocks in the same order), so updates are lost (built with BW_DQ_BULK 1: a bulk store instead of
+// the bulk reduction, so only the last key block's share survives). Must fail at correctness.""",
     "lse_natural_log": """// Control: the reference, but the pre-pass hands the natural-log lse to the exp2-domain kernel unconverted
 // (lse instead of lse * log2(e)): P = 2^(S log2(e) - lse) is e^(0.44 lse) too large. Must fail at correctness.""",
     "key_tail_dropped": """// Control: the reference, but the grid counts key blocks as s / 128 (rounding down, at least 1): for

@@ -15,8 +15,15 @@
 #ifndef BW_STAGES
 #define BW_STAGES 2
 #endif
+// BW_DQ_BULK 1 (a variant, not yet measured): the fp32 dq accumulator is blocked per (head, 64-query block,
+// 64-column half), and each warpgroup stages its 64 x 64 dq half in shared memory and adds it with one 16 KB
+// cp.reduce.async.bulk (.add.f32) instead of 16 red.global.add.v2.f32 per thread
+#ifndef BW_DQ_BULK
+#define BW_DQ_BULK 0
+#endif
 
 constexpr bool CAUSAL = BW_CAUSAL != 0;
+constexpr bool DQ_BULK = BW_DQ_BULK != 0;
 constexpr int BN = 128, BM = 64, HD = 128, STAGES = BW_STAGES;
 constexpr int THREADS = 384;
 constexpr uint32_t KV_BOX = 128 * 64 * 2;          // one 128-key x 64-column bf16 box: 16 KB
@@ -27,7 +34,9 @@ constexpr uint32_t ROW_BYTES = BM * 4;             // one block's lse2 or D row:
 constexpr uint32_t STAGE_BYTES = 2 * Q_TILE + 1024;  // q, do, lse2, D (padded to keep tiles 1024-aligned)
 constexpr uint32_t STAGE_TX = 2 * Q_TILE + 2 * ROW_BYTES;
 constexpr uint32_t DS_TILE = 2 * Q_BOX;            // dS, 64 queries x 128 keys bf16, two 64-key boxes
-constexpr int SMEM_BYTES = 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + 2 * 8192 + 1024;  // + A buffers
+constexpr uint32_t DQ_STAGE = 64 * 64 * 4;    // BW_DQ_BULK: one warpgroup's 64 x 64 fp32 dq half: 16 KB
+constexpr int SMEM_BYTES =  // + two A buffers
+    2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + (DQ_BULK ? 2 * DQ_STAGE : 0) + 2 * 8192 + 1024;
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -41,6 +50,13 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 __device__ __forceinline__ void bar_consumers(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+
+// Float index of dq[bh][q][d] in the accumulator: [B*H][S][128] rows, or with BW_DQ_BULK blocks of
+// [B*H][S_pad / 64][2 halves][64 rows][64 columns] (one warpgroup's bulk reduction is one contiguous 16 KB).
+__device__ __forceinline__ size_t dq_index(int bh, int q, int d, int seq, int seq_pad) {
+  if (!DQ_BULK) return ((size_t)bh * seq + q) * HD + d;
+  return ((((size_t)bh * (seq_pad / BM) + q / BM) * 2 + d / 64) * BM + q % BM) * 64 + d % 64;
+}
 
 // ---- kernel 1: D = rowsum(do * o), lse2 = lse log2(e), zero the dq accumulator ----------------------------
 __global__ void __launch_bounds__(256) bwd_pre(const __nv_bfloat16* __restrict__ O, const __nv_bfloat16* __restrict__ dO,
@@ -73,7 +89,7 @@ __global__ void __launch_bounds__(256) bwd_pre(const __nv_bfloat16* __restrict__
     dd[prow] = acc;
     lse2[prow] = L[r] * 1.4426950408889634f;
   }
-  reinterpret_cast<float4*>(dq_acc + r * HD)[lane] = make_float4(0.f, 0.f, 0.f, 0.f);
+  *reinterpret_cast<float4*>(dq_acc + dq_index(bh, row, 4 * lane, seq, seq_pad)) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // ---- kernel 2: the key-block loop -----------------------------------------------------------------------------
@@ -120,8 +136,8 @@ __device__ __forceinline__ void issue_kq(float (&acc)[32], uint32_t kv_rows, uin
 __device__ __forceinline__ void issue_rs(float (&acc)[64], const uint32_t (&a)[16], uint32_t tile) {
   const int lane = threadIdx.x % 32, wrow = ((threadIdx.x / 32) % 4) * 16 + lane / 4, cw = threadIdx.x / 128 - 1;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t abuf =
-      ((ptxrag::smem_u32(smem_raw) + 1023) & ~1023u) + 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE + cw * 8192;
+  const uint32_t abuf = ((ptxrag::smem_u32(smem_raw) + 1023) & ~1023u) + 2 * KV_TILE + STAGES * STAGE_BYTES + DS_TILE +
+                        (DQ_BULK ? 2 * DQ_STAGE : 0) + cw * 8192;
   asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 #pragma unroll
   for (int t = 0; t < 16; ++t) {
@@ -230,6 +246,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   ptxrag::mbarrier_wait_parity(ptxrag::smem_u32(&kv_full), 0);
   const uint32_t k_rows = k_tile + cw * 64 * 128, v_rows = v_tile + cw * 64 * 128;
   uint8_t* const ds_mine = base_ptr + (ds_tile - base) + cw * Q_BOX;  // this warpgroup's 64-key box of dS
+  const uint32_t dq_stage = ds_tile + DS_TILE + cw * DQ_STAGE;          // BW_DQ_BULK: its dq staging buffer
   const size_t head = (size_t)bh * seq;
 
   for (int it = 0; it < n_it; ++it) {
@@ -289,18 +306,35 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane == 0) ptxrag::mbarrier_arrive(ptxrag::smem_u32(&empty[s]));
     // dq fragment element i: query q0 + key_r + 8((i/2)%2) (rows of the m64n64 tile), column 64 cw + 8(i/4) +
     // 2(lane%4) + i%2
+    if constexpr (DQ_BULK) {
+      float* stg = reinterpret_cast<float*>(base_ptr + (dq_stage - base));
+      if (threadIdx.x % 128 == 0) ptxrag::bulk_wait_group_read<0>();  // the previous reduction has read stg
+      asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int q = q0 + key_r + 8 * rr;
-      if (q < seq) {
-        float* dst = dq_acc + (head + q) * HD + 64 * cw + 2 * (lane % 4);
+      for (int i = 0; i < 32; i += 2)
+        *reinterpret_cast<float2*>(stg + (key_r + 8 * ((i / 2) % 2)) * 64 + 8 * (i / 4) + 2 * (lane % 4)) =
+            make_float2(dq[i], dq[i + 1]);
+      ptxrag::fence_proxy_async_shared_cta();  // generic writes, read next by the bulk copy (async proxy)
+      asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
+      if (threadIdx.x % 128 == 0) {  // rows past seq add zeros (their dS is 0) to rows nobody reads
+        ptxrag::bulk_reduce_add_f32(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);
+        ptxrag::bulk_commit_group();
+      }
+    } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));
+      for (int rr = 0; rr < 2; ++rr) {
+        const int q = q0 + key_r + 8 * rr;
+        if (q < seq) {
+          float* dst = dq_acc + (head + q) * HD + 64 * cw + 2 * (lane % 4);
+#pragma unroll
+          for (int j = 0; j < 8; ++j)  // one 8-byte red.global.add.v2.f32 per column pair (sm_90)
+            atomicAdd(reinterpret_cast<float2*>(dst + 8 * j), make_float2(dq[4 * j + 2 * rr], dq[4 * j + 2 * rr + 1]));
+        }
       }
     }
   }
 
+  if (DQ_BULK && threadIdx.x % 128 == 0) ptxrag::bulk_wait_group<0>();  // the last reduction is complete
   // epilogue: dk = scale * acc, dv = acc; fragment element i: key key_r + 8((i/2)%2), column 8(i/4) + 2(lane%4)
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -319,10 +353,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // ---- kernel 3: dq = bf16(scale * accumulator) --------------------------------------------------------------------
-__global__ void __launch_bounds__(256) bwd_post(const float4* __restrict__ acc, uint2* __restrict__ dQ, size_t n4,
-                                                float scale) {
+__global__ void __launch_bounds__(256) bwd_post(const float* __restrict__ acc, uint2* __restrict__ dQ, size_t n4,
+                                                float scale, int seq, int seq_pad) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-    const float4 a = acc[i];
+    const size_t row = i / 32;  // bh * seq + q; 32 float4 per 128-column row
+    const float4 a = *reinterpret_cast<const float4*>(
+        acc + dq_index((int)(row / seq), (int)(row % seq), 4 * (int)(i % 32), seq, seq_pad));
     uint2 o;
     o.x = pack_bf16(a.x * scale, a.y * scale);
     o.y = pack_bf16(a.z * scale, a.w * scale);
@@ -354,7 +390,7 @@ extern "C" int ptxrag_launch(const ptxrag_args* a) {
   if (L.shape[0] != B || L.shape[1] != H || L.shape[2] != S) return PTXRAG_ERR_BAD_ARGS;
   if (D != HD || S < 1 || S > (1 << 24) || B * H > 65535) return PTXRAG_ERR_UNSUPPORTED_SHAPE;
   const long long BH = B * H, S_pad = (S + BM - 1) / BM * BM;
-  const size_t acc_bytes = (size_t)BH * S * HD * 4, row_bytes = (size_t)BH * S_pad * 4;
+  const size_t acc_bytes = (size_t)BH * (DQ_BULK ? S_pad : S) * HD * 4, row_bytes = (size_t)BH * S_pad * 4;
   if (a->workspace == nullptr || a->workspace_bytes < acc_bytes + 2 * row_bytes) return PTXRAG_ERR_UNSUPPORTED_SHAPE;
   float* dq_acc = (float*)a->workspace;
   float* lse2 = (float*)((char*)a->workspace + acc_bytes);  // 256-byte aligned: acc_bytes is a multiple of 512
@@ -380,6 +416,6 @@ extern "C" int ptxrag_launch(const ptxrag_args* a) {
       qm, km, vm, dom, lse2, dd, dq_acc, (__nv_bfloat16*)dKt.data, (__nv_bfloat16*)dVt.data, (int)S, (int)S_pad, sl2,
       scale);
   const size_t n4 = (size_t)BH * S * HD / 4;
-  bwd_post<<<1056, 256, 0, a->stream>>>((const float4*)dq_acc, (uint2*)dQt.data, n4, scale);
+  bwd_post<<<1056, 256, 0, a->stream>>>(dq_acc, (uint2*)dQt.data, n4, scale, (int)S, (int)S_pad);
   return (int)cudaGetLastError();
 }
