@@ -12,6 +12,8 @@
 #   5. the sandbox's own verdicts: integrity-smoke.py lanes (4 processes sharing the GPU, --shared) over the two
 #      tasks' references and controls, then integrity-summary.py against the declarations (summary.txt); each
 #      passing reference's line carries the execution counts `tasks validate --record-counts` would write
+#   B20_MODE=lanes bash docs/validation/b20-device.sh   only step 5, with the whole budget (a second call, if the
+#   first run's lanes did not finish)
 # What closes the bullets: step 2 "passed": true on every shape for both references; summary.txt with no broken
 # declaration; the references' vs_baseline (>= 0.5 required, 0.7 the goal).
 cd "$(dirname "$0")/../.."
@@ -39,6 +41,7 @@ collect() {
 source scripts/gpu-env.sh >> "$OUT/log.txt" 2>&1
 log "start $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) nvcc $(nvcc --version | tail -1)"
 
+if [ "${B20_MODE:-all}" != lanes ]; then
 build() {  # build NAME SOURCE [flags]
   local name=$1 src=$2
   shift 2
@@ -82,6 +85,7 @@ log "baseline"
 timeout 50 python3 "$H" baseline $NC $CA > "$R/baseline.jsonl" 2> "$R/baseline.err"
 log "rc=$?"
 collect
+fi
 
 t=$(left)
 log "integrity lanes, $t s"
