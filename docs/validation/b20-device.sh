@@ -22,6 +22,7 @@ OUT="${OUT:-/tmp/b20-out}"
 mkdir -p "$OUT"
 T0=$(date +%s)
 left() { echo $((270 - ($(date +%s) - T0))); }
+cap() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $((l > 1 ? l : 1)) || echo "$1"; }  # a step's timeout
 log() { echo "== $(date -u +%T) +$(($(date +%s) - T0))s $*" | tee -a "$OUT/log.txt"; }
 H=docs/validation/b20-mha-bwd-harness.py
 S=ptxrag/tasks/suite
@@ -45,7 +46,7 @@ if [ "${B20_MODE:-all}" != lanes ]; then
 build() {  # build NAME SOURCE [flags]
   local name=$1 src=$2
   shift 2
-  timeout 90 nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -shared -Xcompiler -fPIC -lineinfo \
+  timeout "$(cap 90)" nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -shared -Xcompiler -fPIC -lineinfo \
     -Iptxrag/sandbox/abi -Iptxrag/corpus/templates -Xptxas -v "$@" "$src" -o "$B/$name.so" > "$B/$name.log" 2>&1
   echo "rc=$?" >> "$B/$name.log"
 }
@@ -68,7 +69,7 @@ log "compiled: $(grep -c 'rc=0' "$OUT/compile.txt") of $(ls "$B"/*.log | wc -l)"
 for t in nc ca; do
   [ $t = nc ] && d=$NC || d=$CA
   log "check $d references"
-  timeout 60 python3 "$H" check $d "$B/$t-sol.so" "$B/$t-st3.so" "$B/$t-bulk.so" --time > "$R/check-$t.jsonl" 2> "$R/check-$t.err"
+  timeout "$(cap 60)" python3 "$H" check $d "$B/$t-sol.so" "$B/$t-st3.so" "$B/$t-bulk.so" --time > "$R/check-$t.jsonl" 2> "$R/check-$t.err"
   log "rc=$?"
   collect
 done
@@ -77,19 +78,20 @@ for t in nc ca; do
   log "controls of $d through the harness"
   sos=$(ls "$B"/$t-ctl-*.so "$B"/$t-race-bulk.so 2>/dev/null | grep -v empty_never_released | grep -v cuda_core_fallback)
   # shellcheck disable=SC2086
-  timeout 25 python3 "$H" check $d $sos > "$R/controls-$t.jsonl" 2> "$R/controls-$t.err"
+  timeout "$(cap 25)" python3 "$H" check $d $sos > "$R/controls-$t.jsonl" 2> "$R/controls-$t.err"
   log "rc=$?"
   collect
 done
 log "baseline"
-timeout 50 python3 "$H" baseline $NC $CA > "$R/baseline.jsonl" 2> "$R/baseline.err"
+timeout "$(cap 50)" python3 "$H" baseline $NC $CA > "$R/baseline.jsonl" 2> "$R/baseline.err"
 log "rc=$?"
 collect
 fi
 
 t=$(left)
 log "integrity lanes, $t s"
-if [ "$t" -gt 30 ]; then
+if [ "$t" -gt 40 ]; then
+  t=$((t - 15))  # leave time for the summary
   rm -f "$R"/lane-*.jsonl
   for i in 0 1 2 3; do
     timeout "$t" python3 docs/validation/integrity-smoke.py "$R" --lane "$i/4" --shared --log "lane-$i.jsonl" $NC $CA \
@@ -97,7 +99,7 @@ if [ "$t" -gt 30 ]; then
   done
   wait
   cat "$R"/lane-*.jsonl > "$OUT/lanes.jsonl" 2>/dev/null
-  timeout 20 python3 docs/validation/integrity-summary.py "$R"/lane-*.jsonl $NC $CA > "$OUT/summary.txt" 2>&1
+  timeout "$(cap 20)" python3 docs/validation/integrity-summary.py "$R"/lane-*.jsonl $NC $CA > "$OUT/summary.txt" 2>&1
   log "summary rc=$?"
 fi
 rm -f "$R"/lane-*.jsonl
