@@ -257,8 +257,8 @@ def dq_race(s: str) -> str:
     # the same bug in the BW_DQ_BULK variant's path: the bulk reduction replaced by a bulk store
     return sub(
         s,
-        "ptxrag::bulk_reduce_add_f32(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);",
-        "ptxrag::bulk_store(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);  // BUG: no add",
+        "ptxrag::bulk_reduce_add_f32(dq_acc + dq_index(bh, q0, dq_col, seq, seq_pad), dq_stage, DQ_STAGE);",
+        "ptxrag::bulk_store(dq_acc + dq_index(bh, q0, dq_col, seq, seq_pad), dq_stage, DQ_STAGE);  // BUG: no add",
     )
 
 

@@ -3,7 +3,8 @@
 # GPU. Under 280 s, at most 7 files in $OUT: log.txt, compile.txt, results.jsonl, stderr.txt, lanes.txt,
 # lanes.jsonl, summary.txt (each rebuilt as the run goes, so a timeout keeps what came before).
 #   1. build the two reference solutions, their variants (BW_STAGES=3; BW_DQ_BULK=1: dq by 16 KB bulk reductions
-#      instead of atomics) and all 13 controls (+ dq_race with BW_DQ_BULK=1) (compile.txt: the ptxas lines)
+#      instead of atomics; BW_DQ_OWN=1: each warpgroup's own dq, no cross-warpgroup barrier) and all 13 controls
+#      (+ dq_race with BW_DQ_BULK=1) (compile.txt: the ptxas lines)
 #   2. b20-mha-bwd-harness.py check: the references on every check shape against the float64 reference, then
 #      their times against the cuDNN backward at b=4 h=48 s=4096 (results.jsonl, step "check-*")
 #   3. the correctness-stage controls through the same harness (minus the deadlock), to see each one's damage
@@ -57,6 +58,8 @@ build nc-st3 "$S/$NC/solution.cu" -DBW_STAGES=3 &
 build ca-st3 "$S/$CA/solution.cu" -DBW_STAGES=3 &
 build nc-bulk "$S/$NC/solution.cu" -DBW_DQ_BULK=1 &
 build ca-bulk "$S/$CA/solution.cu" -DBW_DQ_BULK=1 &
+build nc-own "$S/$NC/solution.cu" -DBW_DQ_OWN=1 &
+build ca-own "$S/$CA/solution.cu" -DBW_DQ_OWN=1 &
 build nc-race-bulk "$S/$NC/controls/dq_race.cu" -DBW_DQ_BULK=1 &
 for t in nc ca; do
   [ $t = nc ] && d=$NC || d=$CA
@@ -69,7 +72,7 @@ log "compiled: $(grep -c 'rc=0' "$OUT/compile.txt") of $(ls "$B"/*.log | wc -l)"
 for t in nc ca; do
   [ $t = nc ] && d=$NC || d=$CA
   log "check $d references"
-  timeout "$(cap 60)" python3 "$H" check $d "$B/$t-sol.so" "$B/$t-st3.so" "$B/$t-bulk.so" --time > "$R/check-$t.jsonl" 2> "$R/check-$t.err"
+  timeout "$(cap 60)" python3 "$H" check $d "$B/$t-sol.so" "$B/$t-st3.so" "$B/$t-bulk.so" "$B/$t-own.so" --time > "$R/check-$t.jsonl" 2> "$R/check-$t.err"
   log "rc=$?"
   collect
 done

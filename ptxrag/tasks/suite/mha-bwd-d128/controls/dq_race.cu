@@ -21,6 +21,15 @@
 #ifndef BW_DQ_BULK
 #define BW_DQ_BULK 0
 #endif
+// BW_DQ_OWN 1 (a variant, not yet measured; atomics only): each warpgroup computes the whole dq contribution of
+// its own 64 keys (two 64-column halves from its own dS box) instead of one half from both boxes, so the two
+// warpgroups never wait for each other (warpgroup-local barriers only), at twice the dq atomics
+#ifndef BW_DQ_OWN
+#define BW_DQ_OWN 0
+#endif
+#if BW_DQ_OWN && BW_DQ_BULK
+#error "BW_DQ_OWN is built with atomics only"
+#endif
 
 constexpr bool CAUSAL = BW_CAUSAL != 0;
 constexpr bool DQ_BULK = BW_DQ_BULK != 0;
@@ -49,6 +58,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 __device__ __forceinline__ void bar_consumers(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void bar_warpgroup(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
 // Float index of dq[bh][q][d] in the accumulator: [B*H][S][128] rows, or with BW_DQ_BULK blocks of
 // [B*H][S_pad / 64][2 halves][64 rows][64 columns] (one warpgroup's bulk reduction is one contiguous 16 KB).
@@ -122,6 +132,19 @@ __device__ __forceinline__ void issue_dq(float (&acc)[32], uint32_t ds_tile, uin
                                  ptxrag::make_smem_desc(k_box + kk * 2048, KV_BOX, 1024, ptxrag::SmemSwizzle::B128), kk > 0);
   }
 }
+
+#if BW_DQ_OWN
+// BW_DQ_OWN: dq half (64 queries x 64 columns) += dS of this warpgroup's 64 keys (its own K-major box) * those
+// keys' rows of the K tile's box h (N-major): 4 k16 steps
+__device__ __forceinline__ void issue_dq_own(float (&acc)[32], uint32_t ds_box, uint32_t k_rows_box) {
+#pragma unroll
+  for (int kk = 0; kk < 64 / 16; ++kk) {
+    ptxrag::wgmma_bf16<64, 0, 1>(acc, ptxrag::make_smem_desc_kmajor(ds_box + kk * 32, ptxrag::SmemSwizzle::B128),
+                                 ptxrag::make_smem_desc(k_rows_box + kk * 2048, KV_BOX, 1024, ptxrag::SmemSwizzle::B128),
+                                 kk > 0);
+  }
+}
+#endif
 
 __global__ void __launch_bounds__(THREADS, 1)
     bwd_main(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
@@ -231,7 +254,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // dS to shared memory before the dv / dk wgmma are issued (the A registers of an in-flight wgmma must not
     // be read), transposed to [query][key] in the 128-byte swizzle TMA would write: row r (query) at r * 128,
     // 16-byte chunk (key / 8) ^ (r % 8), key % 8 inside it
-    bar_consumers(1);  // the other warpgroup's previous dq wgmma has finished reading dS
+    if (BW_DQ_OWN) bar_warpgroup(7 + cw);  // this warpgroup's previous dq wgmma has finished reading its dS
+    else bar_consumers(1);                 // the other warpgroup's previous dq wgmma has finished reading dS
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int c = key_r + 8 * (i % 2);           // key (warpgroup-local) of fragment elements 2i and 2i + 1
@@ -241,20 +265,41 @@ __global__ void __launch_bounds__(THREADS, 1)
       *reinterpret_cast<uint16_t*>(ds_mine + (r + 1) * 128 + (((c / 8) ^ ((r + 1) % 8)) * 16) + (c % 8) * 2) = (uint16_t)(v >> 16);
     }
     ptxrag::fence_proxy_async_shared_cta();
-    bar_consumers(2);  // both 64-key boxes of dS are written
+    if (BW_DQ_OWN) bar_warpgroup(7 + cw);  // this warpgroup's dS box is written
+    else bar_consumers(2);                 // both 64-key boxes of dS are written
     float dq[32];
     ptxrag::wgmma_fence();
     issue_rs(dv, p, dot);
     issue_rs(dk, ds, qt);
-    issue_dq(dq, ds_tile, k_tile + cw * KV_BOX);
+#if BW_DQ_OWN
+    issue_dq_own(dq, ds_tile + cw * Q_BOX, k_tile + cw * 64 * 128);  // columns 0..63 from this warpgroup's keys
+    const int dq_col = 0;
+#else
+    issue_dq(dq, ds_tile, k_tile + cw * KV_BOX);  // columns 64 cw .. 64 cw + 63 from all 128 keys
+    const int dq_col = 64 * cw;
+#endif
     ptxrag::wgmma_commit_group();
     ptxrag::wgmma_wait_group<0>();  // dv, dk and dq done: q, do and the rows of this stage are no longer read
     ptxrag::wgmma_fence_operands(dq);
     ptxrag::wgmma_fence_operands(dv);
     ptxrag::wgmma_fence_operands(dk);
     if (lane == 0) ptxrag::mbarrier_arrive(ptxrag::smem_u32(&empty[s]));
-    // dq fragment element i: query q0 + key_r + 8((i/2)%2) (rows of the m64n64 tile), column 64 cw + 8(i/4) +
+    // dq fragment element i: query q0 + key_r + 8((i/2)%2) (rows of the m64n64 tile), column col0 + 8(i/4) +
     // 2(lane%4) + i%2
+    auto add_dq = [&](int col0) {
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int q = q0 + key_r + 8 * rr;
+        if (q < seq) {
+          float* dst = dq_acc + (head + q) * HD + col0 + 2 * (lane % 4);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic
+            dst[8 * j] += dq[4 * j + 2 * rr];
+            dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];
+          }
+        }
+      }
+    };
     if constexpr (DQ_BULK) {
       float* stg = reinterpret_cast<float*>(base_ptr + (dq_stage - base));
       if (threadIdx.x % 128 == 0) ptxrag::bulk_wait_group_read<0>();  // the previous reduction has read stg
@@ -266,23 +311,20 @@ __global__ void __launch_bounds__(THREADS, 1)
       ptxrag::fence_proxy_async_shared_cta();  // generic writes, read next by the bulk copy (async proxy)
       asm volatile("bar.sync %0, 128;" ::"r"(3 + cw) : "memory");
       if (threadIdx.x % 128 == 0) {  // rows past seq add zeros (their dS is 0) to rows nobody reads
-        ptxrag::bulk_store(dq_acc + dq_index(bh, q0, 64 * cw, seq, seq_pad), dq_stage, DQ_STAGE);  // BUG: no add
+        ptxrag::bulk_store(dq_acc + dq_index(bh, q0, dq_col, seq, seq_pad), dq_stage, DQ_STAGE);  // BUG: no add
         ptxrag::bulk_commit_group();
       }
     } else {
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int q = q0 + key_r + 8 * rr;
-        if (q < seq) {
-          float* dst = dq_acc + (head + q) * HD + 64 * cw + 2 * (lane % 4);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {  // BUG: read-modify-write without an atomic
-            dst[8 * j] += dq[4 * j + 2 * rr];
-            dst[8 * j + 1] += dq[4 * j + 2 * rr + 1];
-          }
-        }
-      }
+      add_dq(dq_col);
     }
+#if BW_DQ_OWN
+    ptxrag::wgmma_fence();
+    issue_dq_own(dq, ds_tile + cw * Q_BOX, k_tile + KV_BOX + cw * 64 * 128);  // columns 64..127
+    ptxrag::wgmma_commit_group();
+    ptxrag::wgmma_wait_group<0>();
+    ptxrag::wgmma_fence_operands(dq);
+    add_dq(64);
+#endif
   }
 
   if (DQ_BULK && threadIdx.x % 128 == 0) ptxrag::bulk_wait_group<0>();  // the last reduction is complete
