@@ -188,3 +188,63 @@ def test_generated_attention_controls_are_current() -> None:
         for c in load_task(t).controls
     }
     assert declared == set(generated), "every generated control is declared in its task.toml, and only those"
+
+
+def test_generated_attention_backward_files_are_current() -> None:
+    """The causal backward solution and every mha-bwd control are the non-causal solution plus one planted change
+    each (scripts/gen-mha-bwd-controls.py): a stale file would test a kernel the reference no longer is."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen-mha-bwd-controls.py"
+    spec = importlib.util.spec_from_file_location("gen_mha_bwd_controls", script)
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    generated = gen.outputs()
+    tasks = ("mha-bwd-d128", "mha-bwd-d128-causal")
+    causal_solution = load_task(tasks[1]).path("solution.cu")
+    assert causal_solution in generated
+    for path, text in generated.items():
+        assert path.read_text() == text, f"{path.name} is stale: run python scripts/gen-mha-bwd-controls.py"
+        if path != causal_solution:
+            solution = (path.parents[1] / "solution.cu").read_text()
+            assert text != solution and text.lstrip().startswith("// Control")
+    declared = {load_task(t).path(c.file) for t in tasks for c in load_task(t).controls}
+    assert declared == set(generated) - {causal_solution}, (
+        "every generated control is declared, and only those"
+    )
+
+
+@pytest.mark.parametrize("task_id", ["mha-bwd-d128", "mha-bwd-d128-causal"])
+def test_attention_backward_tolerance_admits_the_kernel_numerics(task_id: str) -> None:
+    """The mha-bwd tolerances were derived from a CPU emulation of the reference kernel's numerics (bf16 P and
+    dS, fp32 accumulation, scripts/mha-bwd-tolerance.py): that emulation must pass them at an awkward check
+    shape, and a kernel that drops the diagonal key (a causal mask off by one, or a key missing) must not."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "mha-bwd-tolerance.py"
+    spec = importlib.util.spec_from_file_location("mha_bwd_tolerance", script)
+    assert spec is not None and spec.loader is not None
+    tol_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tol_mod)
+    task = load_task(task_id)
+    reference, _ = _load_reference(task)
+    causal = task_id.endswith("causal")
+    gen = torch.Generator().manual_seed(99)
+    dims = {"b": 1, "h": 2, "s": 333}
+    x = {t.name: _make_input(t.dtype, task.resolve_shape(t, dims), t.init, gen) for t in task.inputs}
+    ref = reference({k: v.double() for k, v in x.items()}, {})
+    emu = tol_mod.emulate(x, causal)
+    bad = tol_mod.emulate(
+        x, causal, drop_diagonal=True
+    )  # one key per row missing, as an off-by-one mask does
+
+    def within(out: dict[str, torch.Tensor], name: str) -> bool:
+        tol, r = task.tolerance_of(name), ref[name]
+        return bool(((out[name].double() - r).abs() <= tol.atol + tol.rtol * r.abs()).all())
+
+    for name in ("dq", "dk", "dv"):
+        assert within(emu, name), f"{name}: the kernel's own numerics exceed the tolerance"
+    assert not all(within(bad, n) for n in ("dq", "dk", "dv")), (
+        "dropping the diagonal key must exceed the tolerance"
+    )
