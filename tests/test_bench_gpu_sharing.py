@@ -158,7 +158,7 @@ class _StandInWorker:
         type(self).started += 1
         self.reusable = True
 
-    def begin_job(self) -> None:
+    def begin_job(self, artifacts_dir=None) -> None:
         pass
 
     def end_job(self) -> bool:

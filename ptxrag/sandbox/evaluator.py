@@ -103,11 +103,11 @@ class Sandbox:
             while self._idle:
                 w = self._idle.pop()
                 if w.reusable:
-                    w.begin_job()
+                    w.begin_job(self.config.artifacts_dir)
                     return w
                 w.close()
         w = WorkerProcess(self.config)
-        w.begin_job()
+        w.begin_job(self.config.artifacts_dir)
         return w
 
     def _release_worker(self, w: WorkerProcess) -> None:

@@ -67,6 +67,9 @@ class WorkerProcess:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
+        #: where the current job's ncu files and log go: the job's own folder (a warm worker serves jobs whose
+        #: artifacts go to different folders, e.g. the service's)
+        self.artifacts_dir = config.artifacts_dir
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
         # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
         for name in WORKER_FILES:
@@ -125,9 +128,11 @@ class WorkerProcess:
             and self.c.tracked.killed_reason is None
         )
 
-    def begin_job(self) -> None:
-        """Mark where this job's candidate output starts in the shared log."""
+    def begin_job(self, artifacts_dir: Path | None = None) -> None:
+        """Mark where this job's candidate output starts in the shared log; its artifacts go to
+        ``artifacts_dir`` (none: not kept)."""
         self.jobs += 1
+        self.artifacts_dir = artifacts_dir
         with contextlib.suppress(OSError):
             self._log_from = self.log.stat().st_size
 
@@ -170,8 +175,8 @@ class WorkerProcess:
         return True
 
     def _copy_artifacts(self) -> None:
-        if self.config.artifacts_dir is not None:
-            dest = self.config.artifacts_dir
+        if self.artifacts_dir is not None:
+            dest = self.artifacts_dir
             dest.mkdir(parents=True, exist_ok=True)
             for name in ("ncu.csv", "ncu.log"):
                 if (self.work / name).is_file():

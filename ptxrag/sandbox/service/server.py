@@ -102,6 +102,30 @@ class Scheduler:
         self.uids: queue.Queue[int] = queue.Queue()
         for i in range(cfg.workers):
             self.uids.put(cfg.sandbox_uid_base + i)
+        # one sandbox per (uid, GPU), kept between jobs so its GPU worker stays warm (PyTorch loaded, the CUDA
+        # context made, the library's timings measured): a job holds its uid alone, so it has the sandbox alone;
+        # the worker runs as that uid, and each job still gets fresh candidate processes, inputs and checks
+        self._warm: dict[tuple[int, str | None], Sandbox] = {}
+        self._warm_lock = threading.Lock()
+
+    def _sandbox(self, uid: int, cfg: SandboxConfig) -> Sandbox:
+        """The warm sandbox of ``uid`` on ``cfg.cuda_device``, set to this job's ``cfg`` (its artifacts folder,
+        its timing option): everything a worker was started with (uid, device, limits) is the same by the key."""
+        key = (uid, cfg.cuda_device)
+        with self._warm_lock:
+            sb = self._warm.get(key)
+            if sb is None:
+                sb = self._warm[key] = Sandbox(cfg)
+            else:
+                sb.config = cfg
+            return sb
+
+    def close(self) -> None:
+        """Stop every warm GPU worker."""
+        with self._warm_lock:
+            for sb in self._warm.values():
+                sb.close()
+            self._warm.clear()
 
     def _slot(self) -> GpuSlot:
         with self._pick:
@@ -132,7 +156,8 @@ class Scheduler:
                 limits = StageLimits(correctness_s=t, execution_s=max(t, 120.0), timing_s=max(t, 120.0))
             uid = self.uids.get()
             try:
-                sb = Sandbox(
+                sb = self._sandbox(
+                    uid,
                     SandboxConfig(
                         run_timing=bool(job.options.get("run_timing", True)),
                         artifacts_dir=out,
@@ -140,7 +165,8 @@ class Scheduler:
                         gpu_share=slot,
                         stage_limits=limits,
                         limits=Limits.isolated(uid) if self.cfg.isolate else Limits(),
-                    )
+                        idle_workers=1,
+                    ),
                 )
                 rep = sb.evaluate(task, source, on_stage=lambda s: self.store.set_stage(job_id, s))
             finally:
@@ -198,6 +224,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             sched.enqueue(jid)
         yield
         sched.pool.shutdown(wait=False, cancel_futures=True)
+        sched.close()
 
     app = FastAPI(title="ptxrag sandbox service", version="1", lifespan=lifespan)
     app.state.scheduler = sched
