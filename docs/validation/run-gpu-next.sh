@@ -2,7 +2,7 @@
 # What the next session's device time should run first (written 2026-12-04, session 5). Each part is its own
 # `run` call (600 s at most) with carry [".whl"]; every part leaves at most 7 files under $OUT (the device returns
 # 8 per call). Issue the next call within 30 s of the last one's return, or the machine goes back and the next
-# start costs a minute or more. Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 4)
+# start costs a minute or more. Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 5)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -38,4 +38,10 @@ case "${PART:-1}" in
     else
       log "no docs/validation/b20-device.sh in this tree"
     fi ;;
+5)  # issue 21: the service's warm sandboxes per uid (new in session 5) under the hostile suite, then the sandbox
+    # GPU tests on one warm Sandbox
+    timeout 330 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile.txt" 2>&1
+    rc=$?; log "hostile suite rc=$rc"; tail -15 "$OUT/hostile.txt"
+    timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_sandbox_gpu.py > "$OUT/sandbox-gpu.txt" 2>&1
+    rc=$?; log "sandbox gpu tests rc=$rc"; tail -12 "$OUT/sandbox-gpu.txt" ;;
 esac
