@@ -2,7 +2,8 @@
 # What the next session's device time should run first (written 2026-12-04, session 5). Each part is its own
 # `run` call (600 s at most) with carry [".whl"]; every part leaves at most 7 files under $OUT (the device returns
 # 8 per call). Issue the next call within 30 s of the last one's return, or the machine goes back and the next
-# start costs a minute or more. Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 5)
+# start costs a minute or more. Five parts do not fit in one session's 30 minutes: run 1 (closes issue 15, gives 16
+# its record), then 4 (the attention backward pass, issue 20), then 2, 3, 5 (issue 21). Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 5)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
