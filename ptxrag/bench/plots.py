@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .metrics import GroupSummary, Rate  # noqa: E402
@@ -192,13 +193,13 @@ def task_heatmap(
     ncols = 2 if len(panels) > 1 and len(columns) <= 6 else 1
     nrows = math.ceil(len(panels) / ncols)
     w = max(3.2, 1.15 * len(columns) + 2.4)
-    h = 0.5 * len(tasks) + 1.9
+    h = 0.5 * len(tasks) + 0.8
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, constrained_layout=True
+        nrows, ncols, figsize=(w * ncols, h * nrows + 1.2), squeeze=False, constrained_layout=True
     )
     for ax in axes.flat[len(panels) :]:
         ax.set_axis_off()
-    for ax, (ptitle, cells, cmap_name) in zip(axes.flat, panels, strict=False):
+    for n, (ax, (ptitle, cells, cmap_name)) in enumerate(zip(axes.flat, panels, strict=False)):
         cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="#e6e6e6")
         vals = [[cells.get((t, c), (None, ""))[0] for c in columns] for t in tasks]
         finite = [v for row in vals for v in row if v is not None]
@@ -214,7 +215,10 @@ def task_heatmap(
                 ax.text(
                     j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "#222222"
                 )
-        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+        # the panels of a column share their columns: only the lowest names them (the labels are most of
+        # what the figure costs to draw, and repeated they say nothing new)
+        lowest = n + ncols >= len(panels)
+        ax.set_xticks(range(len(columns)), columns if lowest else [], rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
         ax.set_title(ptitle, fontsize=10)
     fig.suptitle(title + " (grey: not measured; n/a: GPU stages not run)", fontsize=11)
@@ -241,6 +245,21 @@ def pass_at_k_chart(curves: dict[str, dict[int, float | None]], title: str) -> b
     return _png(fig)
 
 
+def _missing_notes(
+    ax: Axes, xs: Sequence[float], values: Sequence[float | None], notes: Sequence[str], y: float, what: str
+) -> None:
+    """Say at each bar without a value why it has none; when no bar has one for the same reason, say it once
+    for the panel (a column of identical rotated notes reads no better and costs a text each to draw)."""
+    missing = {note for v, note in zip(values, notes, strict=True) if v is None}
+    if len(missing) == 1 and all(v is None for v in values):
+        ax.text(0.01, 0.95, f"{what}: {missing.pop()}", transform=ax.transAxes, ha="left", va="center",
+                fontsize=9, color="#555555")  # fmt: skip
+        return
+    for x, v, note in zip(xs, values, notes, strict=True):
+        if v is None:
+            ax.text(x, y, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+
+
 def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | None, str]]) -> bytes:
     """Tokens per solved episode and per episode with the instructions in the SASS, and dollars per solved
     episode, one bar group per (condition, budget, model). ``rows``: (label, tokens/solved, tokens/in-SASS,
@@ -259,11 +278,8 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     a1.bar([x + 0.2 for x in xs], [v or 0.0 for v in sass], 0.4, color=COLORS[0], alpha=0.35,
            label="per episode with instructions in SASS")  # fmt: skip
     top = max([v for v in solved + sass if v is not None], default=1.0)
-    for x, v, note in zip(xs, solved, (r[4] for r in rows), strict=True):
-        if v is None:
-            a1.text(
-                x - 0.2, top * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555"
-            )
+    notes = [r[4] for r in rows]
+    _missing_notes(a1, [x - 0.2 for x in xs], solved, notes, top * 0.02, "per solved episode")
     a1.set_ylim(0, top * 1.15)
     a1.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a1.set_ylabel("tokens (input + output)")
@@ -272,9 +288,7 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     costs = [r[3] for r in rows]
     a2.bar(xs, [v or 0.0 for v in costs], 0.5, color=COLORS[2])
     ctop = max([v for v in costs if v is not None], default=0.0) or 1.0
-    for x, v, note in zip(xs, costs, (r[4] for r in rows), strict=True):
-        if v is None:
-            a2.text(x, ctop * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+    _missing_notes(a2, xs, costs, notes, ctop * 0.02, "cost per solved episode")
     a2.set_ylim(0, ctop * 1.15)
     a2.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a2.set_ylabel("USD")

@@ -1,0 +1,60 @@
+"""The report's figures say each thing once: the heatmap's shared columns are named under the lowest panel
+only, and a reason every bar of a cost panel shares is said once for the panel. Text is most of what a figure
+costs to draw (``ptxrag report`` answers in seconds because of it), and repeated it tells nothing new."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.figure import Figure
+
+from ptxrag.bench import plots
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
+    figs: list[Figure] = []
+    png = plots._png
+
+    def keep(fig: Figure) -> bytes:
+        figs.append(fig)
+        return png(fig)
+
+    monkeypatch.setattr(plots, "_png", keep)
+    return figs
+
+
+def _named(fig: Figure) -> list[int]:
+    return [i for i, ax in enumerate(fig.axes) if any(t.get_text() for t in ax.get_xticklabels())]
+
+
+@pytest.mark.parametrize(("columns", "named"), [(8, [3]), (3, [2, 3])])
+def test_the_heatmap_names_its_columns_under_the_lowest_panels_only(drawn, columns, named):
+    tasks = ["t1", "t2"]
+    cols = [f"cond{j}" for j in range(columns)]
+    cells = {(t, c): (0.5, "50%") for t in tasks for c in cols}
+    panels = [(name, cells, "Blues") for name in ("success", "in SASS", "executed", "rounds to success")]
+    plots.task_heatmap(tasks, cols, panels)
+    (fig,) = drawn
+    assert _named(fig) == named  # one panel per row (8 columns), or two side by side (3 columns)
+    labels = [t.get_text() for t in fig.axes[named[0]].get_xticklabels()]
+    assert labels == cols
+
+
+def _notes(fig: Figure) -> list[list[str]]:
+    return [[t.get_text() for t in ax.texts] for ax in fig.axes]
+
+
+def test_a_reason_every_bar_shares_is_said_once_per_panel(drawn):
+    rows = [(f"cond{j} (budget 8000)", None, 900.0 + j, None, "n/a: GPU not run") for j in range(6)]
+    plots.cost_chart(rows)
+    assert _notes(drawn[0]) == [
+        ["per solved episode: n/a: GPU not run"],
+        ["cost per solved episode: n/a: GPU not run"],
+    ]
+
+
+def test_bars_missing_among_others_are_each_noted(drawn):
+    rows = [("a", 1000.0, 900.0, 0.5, ""), ("b", None, 800.0, None, "n/a: none solved"),
+            ("c", None, 700.0, None, "n/a: none solved")]  # fmt: skip
+    plots.cost_chart(rows)
+    assert _notes(drawn[0]) == [["n/a: none solved"] * 2, ["n/a: none solved"] * 2]
