@@ -58,3 +58,16 @@ def test_bars_missing_among_others_are_each_noted(drawn):
             ("c", None, 700.0, None, "n/a: none solved")]  # fmt: skip
     plots.cost_chart(rows)
     assert _notes(drawn[0]) == [["n/a: none solved"] * 2, ["n/a: none solved"] * 2]
+
+
+def test_success_not_measured_anywhere_is_said_once_and_else_under_each_bar(drawn):
+    from test_bench_report import ep
+
+    from ptxrag.bench import metrics
+
+    none = [ep(t, c, s, gpu=False) for t in ("a", "b") for c in ("x", "y", "z") for s in range(2)]
+    plots.ablation_chart(metrics.aggregate(none, ("condition", "model")))
+    assert _notes(drawn[0]) == [["success n/a for every bar: the GPU stages did not run"]]
+    some = [*none[:4], *(ep("a", "w", s, success=True, solved=1) for s in range(2))]
+    plots.ablation_chart(metrics.aggregate(some, ("condition", "model")))
+    assert _notes(drawn[1]) == [["success n/a\n(GPU not run)"] * 2]

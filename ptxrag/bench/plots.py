@@ -53,6 +53,7 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     conditions = list(dict.fromkeys(str(s.group["condition"]) for s in summaries))
     models = list(dict.fromkeys(str(s.group["model"]) for s in summaries))
     width = 0.8 / max(1, len(models))
+    none_ran = all(s.gpu_not_run for s in summaries)  # then said once, not under every bar
     fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(conditions) * max(1, len(models)) + 2), 4.2))
     for j, model in enumerate(models):
         xs: list[float] = []
@@ -71,7 +72,7 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
             lo, hi = _err(s.rates["success"]) if not s.gpu_not_run else (0.0, 0.0)
             errs[0].append(lo)
             errs[1].append(hi)
-            if s.gpu_not_run:
+            if s.gpu_not_run and not none_ran:
                 ax.text(xs[-1], 0.02, "success n/a\n(GPU not run)", ha="center", va="bottom", fontsize=7)
         color = COLORS[j % len(COLORS)]
         ax.bar(xs, stat, width * 0.92, color=color, alpha=0.25, label=f"{model}: instructions in SASS")
@@ -80,6 +81,9 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("fraction of episodes")
     ax.set_title(title)
+    if none_ran:
+        ax.text(0.5, 0.02, "success n/a for every bar: the GPU stages did not run", transform=ax.transAxes,
+                ha="center", va="bottom", fontsize=9)  # fmt: skip
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
