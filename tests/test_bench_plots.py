@@ -71,3 +71,13 @@ def test_success_not_measured_anywhere_is_said_once_and_else_under_each_bar(draw
     some = [*none[:4], *(ep("a", "w", s, success=True, solved=1) for s in range(2))]
     plots.ablation_chart(metrics.aggregate(some, ("condition", "model")))
     assert _notes(drawn[1]) == [["success n/a\n(GPU not run)"] * 2]
+
+
+def test_labels_inside_the_axes_are_kept_out_of_the_layout_passes(drawn):
+    """They never move the axes' bounds; in the layout, each would be laid out again in every pass."""
+    tasks, cols = ["t1", "t2"], ["c1", "c2", "c3"]
+    cells = {(t, c): (0.5, "50%\n1/2") for t in tasks for c in cols}
+    plots.task_heatmap(tasks, cols, [("success", cells, "Greens"), ("in SASS", cells, "Blues")])
+    plots.cost_chart([("a", None, 900.0, None, "n/a: GPU not run"), ("b", 1.0, 2.0, 0.1, "")])
+    texts = [t for fig in drawn for ax in fig.axes for t in ax.texts]
+    assert len(texts) == 2 * 6 + 2 and not any(t.get_in_layout() for t in texts)

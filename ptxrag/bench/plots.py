@@ -2,6 +2,10 @@
 
 Every figure says so when it has nothing to show (for example no timed successes on a machine without a
 GPU) instead of drawing an empty axis that reads like a result.
+
+Text is most of what a figure costs to draw, and matplotlib lays out every text again in each layout pass
+(``constrained_layout``, ``bbox_inches="tight"``): labels inside the axes (heatmap cells, notes on bars) are
+kept out of the layout (``in_layout=False``), as they never change the axes' bounds.
 """
 
 from __future__ import annotations
@@ -73,7 +77,15 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
             errs[0].append(lo)
             errs[1].append(hi)
             if s.gpu_not_run and not none_ran:
-                ax.text(xs[-1], 0.02, "success n/a\n(GPU not run)", ha="center", va="bottom", fontsize=7)
+                ax.text(
+                    xs[-1],
+                    0.02,
+                    "success n/a\n(GPU not run)",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    in_layout=False,
+                )
         color = COLORS[j % len(COLORS)]
         ax.bar(xs, stat, width * 0.92, color=color, alpha=0.25, label=f"{model}: instructions in SASS")
         ax.bar(xs, succ, width * 0.6, color=color, yerr=errs, capsize=3, label=f"{model}: success")
@@ -83,7 +95,7 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     ax.set_title(title)
     if none_ran:
         ax.text(0.5, 0.02, "success n/a for every bar: the GPU stages did not run", transform=ax.transAxes,
-                ha="center", va="bottom", fontsize=9)  # fmt: skip
+                ha="center", va="bottom", fontsize=9, in_layout=False)  # fmt: skip
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
@@ -217,7 +229,14 @@ def task_heatmap(
                 frac = 0.0 if v is None else (v - lo) / (hi - lo)
                 dark = v is not None and (1 - frac if cmap_name.endswith("_r") else frac) > 0.6
                 ax.text(
-                    j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "#222222"
+                    j,
+                    i,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "#222222",
+                    in_layout=False,
                 )
         # the panels of a column share their columns: only the lowest names them (the labels are most of
         # what the figure costs to draw, and repeated they say nothing new)
@@ -257,11 +276,21 @@ def _missing_notes(
     missing = {note for v, note in zip(values, notes, strict=True) if v is None}
     if len(missing) == 1 and all(v is None for v in values):
         ax.text(0.01, 0.95, f"{what}: {missing.pop()}", transform=ax.transAxes, ha="left", va="center",
-                fontsize=9, color="#555555")  # fmt: skip
+                fontsize=9, color="#555555", in_layout=False)  # fmt: skip
         return
     for x, v, note in zip(xs, values, notes, strict=True):
         if v is None:
-            ax.text(x, y, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+            ax.text(
+                x,
+                y,
+                note,
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="#555555",
+                in_layout=False,
+            )
 
 
 def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | None, str]]) -> bytes:
