@@ -15,9 +15,9 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
     figs: list[Figure] = []
     png = plots._png
 
-    def keep(fig: Figure) -> bytes:
+    def keep(fig: Figure, **kw: bool) -> bytes:
         figs.append(fig)
-        return png(fig)
+        return png(fig, **kw)
 
     monkeypatch.setattr(plots, "_png", keep)
     return figs
@@ -81,3 +81,33 @@ def test_labels_inside_the_axes_are_kept_out_of_the_layout_passes(drawn):
     plots.cost_chart([("a", None, 900.0, None, "n/a: GPU not run"), ("b", 1.0, 2.0, 0.1, "")])
     texts = [t for fig in drawn for ax in fig.axes for t in ax.texts]
     assert len(texts) == 2 * 6 + 2 and not any(t.get_in_layout() for t in texts)
+
+
+def test_figures_fitted_by_their_layout_are_drawn_once_and_nothing_falls_off_the_canvas(monkeypatch):
+    """``bbox_inches="tight"`` draws a figure twice (once to measure it); the failures and cost charts are
+    fitted by ``tight_layout`` measured at the saving DPI, drawn once, and their long labels stay whole."""
+    draws: list[Figure] = []
+    draw = Figure.draw
+
+    def counting(self, renderer):  # type: ignore[no-untyped-def]
+        draw(self, renderer)
+        draws.append(self)
+        canvas = self.bbox
+        for ax in self.axes:
+            lo, hi = sorted(ax.get_xlim())
+            shown = [t for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]  # drawn ones
+            for t in [*ax.get_yticklabels(), *shown, *ax.texts]:
+                if t.get_text():
+                    box = t.get_window_extent(renderer)
+                    assert box.x0 >= canvas.x0 - 1 and box.x1 <= canvas.x1 + 1, t.get_text()
+                    assert box.y0 >= canvas.y0 - 1 and box.y1 <= canvas.y1 + 1, t.get_text()
+
+    monkeypatch.setattr(Figure, "draw", counting)
+    long = "compile failed: compile error: ptxas <file>, line N; error : Unknown modifier '.i32' " * 2
+    plots.failures_chart(
+        {"warp": [(long, 12), ("static failed: redux.sync not found", 3)], "tma": [("x", 1)]}
+    )
+    assert len(draws) == 1
+    plots.cost_chart([(f"rag+templates/summary (budget 24000)\nreplay:{j}", 10.0 * j, 5.0, None, "n/a")
+                      for j in range(5)])  # fmt: skip
+    assert len(draws) == 2

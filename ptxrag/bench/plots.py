@@ -27,9 +27,20 @@ DPI = 110
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def _png(fig: Figure) -> bytes:
+def _fit(fig: Figure) -> None:
+    """``tight_layout`` once, now; it leaves a placeholder layout engine behind, which would make savefig
+    draw the figure a second time, so the figure goes back to having none."""
+    fig.tight_layout()
+    fig.set_layout_engine(None)
+
+
+def _png(fig: Figure, *, fitted: bool = False) -> bytes:
+    """The figure as PNG. ``fitted``: its layout already keeps every artist on the canvas (``tight_layout``
+    measured at the saving ``DPI``, or constrained layout), so nothing is cropped; a figure fitted by
+    ``tight_layout`` is then drawn once. Otherwise ``bbox_inches="tight"`` crops it to what was drawn, which
+    costs a second draw (legends placed beside the axes need it)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=None if fitted else "tight")
     plt.close(fig)
     return buf.getvalue()
 
@@ -168,7 +179,7 @@ def failures_chart(top: dict[str, list[tuple[str, int]]], limit_families: int = 
     heights = [max(1, len(top[f])) for f in fams]
     fig, axes = plt.subplots(
         len(fams), 1, figsize=(9.5, 0.55 * sum(heights) + 0.9 * len(fams)), squeeze=False,
-        gridspec_kw={"height_ratios": heights},
+        gridspec_kw={"height_ratios": heights}, dpi=DPI,
     )  # fmt: skip
     for ax, fam in zip(axes[:, 0], fams, strict=True):
         items = top[fam]
@@ -178,8 +189,8 @@ def failures_chart(top: dict[str, list[tuple[str, int]]], limit_families: int = 
         ax.set_title(fam, fontsize=9, loc="left")
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(title)
-    fig.tight_layout()
-    return _png(fig)
+    _fit(fig)
+    return _png(fig, fitted=True)
 
 
 def _wrap(text: str, width: int) -> str:
@@ -245,7 +256,7 @@ def task_heatmap(
         ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
         ax.set_title(ptitle, fontsize=10)
     fig.suptitle(title + " (grey: not measured; n/a: GPU stages not run)", fontsize=11)
-    return _png(fig)
+    return _png(fig, fitted=True)
 
 
 def pass_at_k_chart(curves: dict[str, dict[int, float | None]], title: str) -> bytes:
@@ -300,7 +311,7 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     title = "Cost efficiency"
     if not rows:
         return _empty(title, "no finished episodes")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0), dpi=DPI)
     xs = list(range(len(rows)))
     labels = [r[0] for r in rows]
     solved = [r[1] for r in rows]
@@ -327,5 +338,5 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     a2.set_ylabel("USD")
     a2.set_title("cost per solved episode", fontsize=10)
     fig.suptitle(title)
-    fig.tight_layout()
-    return _png(fig)
+    _fit(fig)
+    return _png(fig, fitted=True)
