@@ -9,7 +9,10 @@ error. For each command the heavy packages found in ``sys.modules`` at exit are 
 Targets (issue 22): ``ptxrag --help`` < 1 s, every command that does not embed or compile < 2 s on 2 cores.
 Timings depend on the machine and its load: the load average is printed with them.
 
-Usage: python benchmarks/cli_startup.py [--runs 3] [--importtime] [--only report,export]
+``--study DIR`` also times ``report`` and ``export fixit`` on a copy of a recorded bench folder (for example
+the 48-episode offline study under docs/validation/), whose figures are larger than the synthetic folder's.
+
+Usage: python benchmarks/cli_startup.py [--runs 3] [--importtime] [--only report,export] [--study DIR]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import datetime as dt
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,6 +130,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--importtime", action="store_true", help="also list the top import-time offenders")
     ap.add_argument("--only", default="", help="comma-separated substrings of command labels")
+    ap.add_argument("--study", type=Path, help="also time report and export on a copy of this bench folder")
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
     with tempfile.TemporaryDirectory() as d:
@@ -143,7 +148,16 @@ def main() -> int:
         print(
             f"{'command':<22} {'best s':>7} {'median s':>8} {'cpu s':>6} {'exit':>4}  heavy modules imported"
         )
-        for label, argv in COMMANDS:
+        commands = list(COMMANDS)
+        if args.study:
+            shutil.copytree(args.study, tmp / "recorded")
+            n = sum(1 for _ in (tmp / "recorded" / "episodes").glob("*"))
+            commands += [
+                (f"report ({n}-ep. study)", ["report", str(tmp / "recorded"), "--out", "{tmp}/report2"]),
+                (f"export ({n}-ep. study)", ["export", "fixit", str(tmp / "recorded"), "-o", "{tmp}/f2.jsonl",
+                                             "--include-unverified"]),
+            ]  # fmt: skip
+        for label, argv in commands:
             if only and not any(s in label for s in only):
                 continue
             argv = [a.format(study=study, tmp=tmp) for a in argv]

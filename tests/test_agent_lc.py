@@ -49,3 +49,19 @@ def test_sandbox_tool_unknown_task_is_an_error_result_not_a_crash():
 def test_sandbox_tool_harness_failure_is_an_error_result_not_a_crash():
     out = sandbox_tool(ScriptedSandbox(["raise"])).invoke({"task_id": "warp-reduce-redux", "source": "A"})
     assert out == "the sandbox could not evaluate the kernel: OSError: nvcc vanished"
+
+
+def test_create_retriever_tool_output_keeps_section_numbers_and_urls():
+    """What a tool-calling agent reads is the tool's text, not the documents' metadata."""
+    from langchain_core.tools import create_retriever_tool
+
+    r = PtxDocsRetriever(k=2, version="9.1", sources=["ptx-isa"], retriever=ManualRetrieverDouble())
+    docs = r.invoke("shared memory")
+    tool = create_retriever_tool(r, "search_ptx_docs", "search the PTX ISA manual")
+    text = tool.invoke({"query": "shared memory"})
+    assert isinstance(text, str) and len(docs) == 2
+    for d in docs:
+        assert f"section {d.metadata['section_number']}: {d.metadata['title']}" in text
+        if d.metadata["url"]:
+            assert f"]({d.metadata['url']})" in text
+    assert any(d.metadata["url"] for d in docs), "the double gives URLs, so the test sees them travel"

@@ -60,3 +60,47 @@ def test_relevant_new_sections_still_come_when_the_best_was_shown() -> None:
         cond, task, [RetrievalQuery(text="q", reason="r")], retriever, [_shown("9.7.13.12")]
     )
     assert [s.section_number for s in got.sections] == ["9.7.13.9"]
+
+
+class _Texts(_Fixed):
+    """Like ``_Fixed``, each section with its own text."""
+
+    def __init__(self, scored: list[tuple[str, float, str]]) -> None:
+        super().__init__([(n, s) for n, s, _ in scored])
+        self.texts = {n: t for n, _, t in scored}
+
+    def search(self, query, k=5, *, version=None, sources=None, exclude_sections=()):  # type: ignore[no-untyped-def]
+        out = super().search(query, k, version=version, sources=sources, exclude_sections=exclude_sections)
+        return [HitDouble(h.section_number, h.title, h.version, h.source, h.url, h.score,
+                          self.texts[h.section_number], breadcrumb=h.breadcrumb) for h in out]  # fmt: skip
+
+
+def test_the_statements_sections_that_name_none_of_the_tasks_instructions_are_left_out() -> None:
+    """Round 1 on warp-reduce-redux asked its statement and got %nclusterid, WMMA storage and ldmatrix at
+    scores close to each other: relevance to the task, not to the query's own best, decides."""
+    cond, task = load_condition("rag"), load_task("warp-reduce-redux")
+    retriever = _Texts([
+        ("10.13", 0.64, "Special register %nclusterid holds the number of clusters. " * 10),
+        ("9.7.14.4.2", 0.56, "Matrix storage for WMMA fragments in registers. " * 10),
+        ("9.7.13.12", 0.50, "redux.sync performs a reduction across the threads of a warp. " * 10),
+        ("5.4", 0.45, "reduxion is not a word, and redux_ is no instruction. " * 10),
+    ])  # fmt: skip
+    statement = RetrievalQuery(text=task.statement[:300], reason="task statement")
+    got = retrieve_context(cond, task, [statement], retriever, [])
+    assert [s.section_number for s in got.sections] == ["9.7.13.12"]
+    assert any("(the task statement): 3 section(s) naming none of the task's instructions (redux)" in n
+               for n in got.notes)  # fmt: skip
+    assert any("left unused" in n for n in got.notes)
+    # an instruction's own query is not held to it: its sections are chosen by score alone
+    named = retrieve_context(cond, task, [RetrievalQuery(text="redux.sync", reason="r")], retriever, [])
+    assert [s.section_number for s in named.sections] == ["10.13", "9.7.14.4.2", "9.7.13.12", "5.4"]
+
+
+def test_instruction_roots_are_specific_enough_to_tell_sections_apart() -> None:
+    from ptxrag.agent_graph.queries import instruction_roots, mentions_any
+
+    assert instruction_roots(load_task("warp-elect-sum")) == ["elect", "redux"]
+    roots = instruction_roots(load_task("cluster-dsmem-rownorm"))
+    assert roots == ["barrier", "st.async", "cp.async"]
+    assert mentions_any("use cp.async.bulk.shared::cluster", roots)
+    assert not mentions_any("cp.reduce and st.global only", ["st.async", "cp.async"])

@@ -14,6 +14,9 @@ from ptxrag.tasks import TaskSpec
 
 from .state import RetrievalQuery, RoundRecord
 
+#: the reason of the query made of the task's statement (round 1 only; see ``round_queries``)
+STATEMENT_REASON = "task statement"
+
 _ASM = re.compile(r"\basm\s*(?:volatile|__volatile__)?\s*\(\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+)", re.S)
 _LITERAL = re.compile(r"\"((?:[^\"\\]|\\.)*)\"")
 _OPCODE = re.compile(r"^(?:@!?%?\w+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*)")
@@ -78,8 +81,24 @@ def _instruction_for(name: str, used: list[str], required: list[str]) -> str | N
 def task_queries(task: TaskSpec) -> list[RetrievalQuery]:
     qs = [RetrievalQuery(text=p, reason=f"required instruction {p}") for p in task.required_ptx]
     first = re.split(r"(?<=[.!?])\s", task.statement.strip(), maxsplit=1)[0]
-    qs.append(RetrievalQuery(text=first[:300], reason="task statement"))
+    qs.append(RetrievalQuery(text=first[:300], reason=STATEMENT_REASON))
     return qs
+
+
+def instruction_roots(task: TaskSpec) -> list[str]:
+    """The names a section about one of the task's instructions mentions: the instruction's first
+    component ('redux' of 'redux.sync', 'wgmma', 'mbarrier'), or its first two where the first is too short
+    to tell anything apart ('cp.async', 'st.async')."""
+    roots: dict[str, None] = {}
+    for ins in task.required_ptx:
+        parts = ins.split(".")
+        roots.setdefault(parts[0] if len(parts[0]) >= 4 or len(parts) == 1 else ".".join(parts[:2]), None)
+    return list(roots)
+
+
+def mentions_any(text: str, roots: list[str]) -> bool:
+    """Whether ``text`` names one of ``roots`` as a word ('redux' in 'redux.sync', not in 'reduxion')."""
+    return any(re.search(rf"(?<![\w.]){re.escape(r)}(?![\w])", text) for r in roots)
 
 
 def feedback_queries(task: TaskSpec, last: RoundRecord) -> list[RetrievalQuery]:
@@ -124,7 +143,7 @@ def round_queries(task: TaskSpec, last: RoundRecord | None, max_queries: int) ->
     if last is None:
         qs = task_queries(task)
     else:
-        later = [q for q in task_queries(task) if q.reason != "task statement"]
+        later = [q for q in task_queries(task) if q.reason != STATEMENT_REASON]
         qs = [*feedback_queries(task, last), *later]
     out: list[RetrievalQuery] = []
     seen: set[str] = set()

@@ -5,7 +5,10 @@ Relevance is relative to each query's best section (the retriever's scores are f
 within one query, not across): a section scoring under ``RELEVANCE_RATIO`` of the best is not shown. From
 round 2 on the best may already have been shown; then new sections must still reach that share of the
 best's score, so a round whose answer was shown before does not fill its budget with unrelated
-sections. What is left unused, and why, is said in the block's notes (the transcript)."""
+sections. The task statement's query names no instruction, so its best section may be unrelated to the
+task however it scores (on warp-reduce-redux its hits were ``%nclusterid``, WMMA storage and ``ldmatrix``):
+a section it brings is shown only if it names one of the task's required instructions. What is left
+unused, and why, is said in the block's notes (the transcript)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from ptxrag.tasks import TaskSpec
 
 from .conditions import Condition
 from .knowledge import MIN_USEFUL_TOKENS, render_item
+from .queries import STATEMENT_REASON, instruction_roots, mentions_any
 from .state import ContextBlock, RetrievalQuery, ShownSection
 from .tokens import count_tokens, fit
 
@@ -132,6 +136,15 @@ def retrieve_context(
                     f"{RELEVANCE_RATIO:.0%} of the best and were not shown"
                 )
             hits = kept
+        if q.reason == STATEMENT_REASON and hits:
+            roots = instruction_roots(task)
+            on_task = [h for h in hits if mentions_any(h.text, roots)]
+            if roots and len(on_task) < len(hits):
+                below.append(
+                    f"query {q.text[:80]!r} (the task statement): {len(hits) - len(on_task)} section(s) "
+                    f"naming none of the task's instructions ({', '.join(roots)}) were not shown"
+                )
+                hits = on_task
         ranked.append(hits)
     left = budget
     parts: list[str] = []

@@ -2,6 +2,10 @@
 
 Every figure says so when it has nothing to show (for example no timed successes on a machine without a
 GPU) instead of drawing an empty axis that reads like a result.
+
+Text is most of what a figure costs to draw, and matplotlib lays out every text again in each layout pass
+(``constrained_layout``, ``bbox_inches="tight"``): labels inside the axes (heatmap cells, notes on bars) are
+kept out of the layout (``in_layout=False``), as they never change the axes' bounds.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .metrics import GroupSummary, Rate  # noqa: E402
@@ -22,9 +27,20 @@ DPI = 110
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def _png(fig: Figure) -> bytes:
+def _fit(fig: Figure) -> None:
+    """``tight_layout`` once, now; it leaves a placeholder layout engine behind, which would make savefig
+    draw the figure a second time, so the figure goes back to having none."""
+    fig.tight_layout()
+    fig.set_layout_engine(None)
+
+
+def _png(fig: Figure, *, fitted: bool = False) -> bytes:
+    """The figure as PNG. ``fitted``: its layout already keeps every artist on the canvas (``tight_layout``
+    measured at the saving ``DPI``, or constrained layout), so nothing is cropped; a figure fitted by
+    ``tight_layout`` is then drawn once. Otherwise ``bbox_inches="tight"`` crops it to what was drawn, which
+    costs a second draw (legends placed beside the axes need it)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=None if fitted else "tight")
     plt.close(fig)
     return buf.getvalue()
 
@@ -52,6 +68,7 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     conditions = list(dict.fromkeys(str(s.group["condition"]) for s in summaries))
     models = list(dict.fromkeys(str(s.group["model"]) for s in summaries))
     width = 0.8 / max(1, len(models))
+    none_ran = all(s.gpu_not_run for s in summaries)  # then said once, not under every bar
     fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(conditions) * max(1, len(models)) + 2), 4.2))
     for j, model in enumerate(models):
         xs: list[float] = []
@@ -70,8 +87,16 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
             lo, hi = _err(s.rates["success"]) if not s.gpu_not_run else (0.0, 0.0)
             errs[0].append(lo)
             errs[1].append(hi)
-            if s.gpu_not_run:
-                ax.text(xs[-1], 0.02, "success n/a\n(GPU not run)", ha="center", va="bottom", fontsize=7)
+            if s.gpu_not_run and not none_ran:
+                ax.text(
+                    xs[-1],
+                    0.02,
+                    "success n/a\n(GPU not run)",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    in_layout=False,
+                )
         color = COLORS[j % len(COLORS)]
         ax.bar(xs, stat, width * 0.92, color=color, alpha=0.25, label=f"{model}: instructions in SASS")
         ax.bar(xs, succ, width * 0.6, color=color, yerr=errs, capsize=3, label=f"{model}: success")
@@ -79,6 +104,9 @@ def ablation_chart(summaries: Sequence[GroupSummary]) -> bytes:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("fraction of episodes")
     ax.set_title(title)
+    if none_ran:
+        ax.text(0.5, 0.02, "success n/a for every bar: the GPU stages did not run", transform=ax.transAxes,
+                ha="center", va="bottom", fontsize=9, in_layout=False)  # fmt: skip
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
@@ -151,7 +179,7 @@ def failures_chart(top: dict[str, list[tuple[str, int]]], limit_families: int = 
     heights = [max(1, len(top[f])) for f in fams]
     fig, axes = plt.subplots(
         len(fams), 1, figsize=(9.5, 0.55 * sum(heights) + 0.9 * len(fams)), squeeze=False,
-        gridspec_kw={"height_ratios": heights},
+        gridspec_kw={"height_ratios": heights}, dpi=DPI,
     )  # fmt: skip
     for ax, fam in zip(axes[:, 0], fams, strict=True):
         items = top[fam]
@@ -161,8 +189,8 @@ def failures_chart(top: dict[str, list[tuple[str, int]]], limit_families: int = 
         ax.set_title(fam, fontsize=9, loc="left")
         ax.xaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(title)
-    fig.tight_layout()
-    return _png(fig)
+    _fit(fig)
+    return _png(fig, fitted=True)
 
 
 def _wrap(text: str, width: int) -> str:
@@ -192,13 +220,13 @@ def task_heatmap(
     ncols = 2 if len(panels) > 1 and len(columns) <= 6 else 1
     nrows = math.ceil(len(panels) / ncols)
     w = max(3.2, 1.15 * len(columns) + 2.4)
-    h = 0.5 * len(tasks) + 1.9
+    h = 0.5 * len(tasks) + 0.8
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False, constrained_layout=True
+        nrows, ncols, figsize=(w * ncols, h * nrows + 1.2), squeeze=False, constrained_layout=True
     )
     for ax in axes.flat[len(panels) :]:
         ax.set_axis_off()
-    for ax, (ptitle, cells, cmap_name) in zip(axes.flat, panels, strict=False):
+    for n, (ax, (ptitle, cells, cmap_name)) in enumerate(zip(axes.flat, panels, strict=False)):
         cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="#e6e6e6")
         vals = [[cells.get((t, c), (None, ""))[0] for c in columns] for t in tasks]
         finite = [v for row in vals for v in row if v is not None]
@@ -212,13 +240,23 @@ def task_heatmap(
                 frac = 0.0 if v is None else (v - lo) / (hi - lo)
                 dark = v is not None and (1 - frac if cmap_name.endswith("_r") else frac) > 0.6
                 ax.text(
-                    j, i, label, ha="center", va="center", fontsize=7, color="white" if dark else "#222222"
+                    j,
+                    i,
+                    label,
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if dark else "#222222",
+                    in_layout=False,
                 )
-        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right", fontsize=8)
+        # the panels of a column share their columns: only the lowest names them (the labels are most of
+        # what the figure costs to draw, and repeated they say nothing new)
+        lowest = n + ncols >= len(panels)
+        ax.set_xticks(range(len(columns)), columns if lowest else [], rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(tasks)), tasks, fontsize=8)
         ax.set_title(ptitle, fontsize=10)
     fig.suptitle(title + " (grey: not measured; n/a: GPU stages not run)", fontsize=11)
-    return _png(fig)
+    return _png(fig, fitted=True)
 
 
 def pass_at_k_chart(curves: dict[str, dict[int, float | None]], title: str) -> bytes:
@@ -241,6 +279,31 @@ def pass_at_k_chart(curves: dict[str, dict[int, float | None]], title: str) -> b
     return _png(fig)
 
 
+def _missing_notes(
+    ax: Axes, xs: Sequence[float], values: Sequence[float | None], notes: Sequence[str], y: float, what: str
+) -> None:
+    """Say at each bar without a value why it has none; when no bar has one for the same reason, say it once
+    for the panel (a column of identical rotated notes reads no better and costs a text each to draw)."""
+    missing = {note for v, note in zip(values, notes, strict=True) if v is None}
+    if len(missing) == 1 and all(v is None for v in values):
+        ax.text(0.01, 0.95, f"{what}: {missing.pop()}", transform=ax.transAxes, ha="left", va="center",
+                fontsize=9, color="#555555", in_layout=False)  # fmt: skip
+        return
+    for x, v, note in zip(xs, values, notes, strict=True):
+        if v is None:
+            ax.text(
+                x,
+                y,
+                note,
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="#555555",
+                in_layout=False,
+            )
+
+
 def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | None, str]]) -> bytes:
     """Tokens per solved episode and per episode with the instructions in the SASS, and dollars per solved
     episode, one bar group per (condition, budget, model). ``rows``: (label, tokens/solved, tokens/in-SASS,
@@ -248,7 +311,7 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     title = "Cost efficiency"
     if not rows:
         return _empty(title, "no finished episodes")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(rows) + 4), 4.0), dpi=DPI)
     xs = list(range(len(rows)))
     labels = [r[0] for r in rows]
     solved = [r[1] for r in rows]
@@ -259,11 +322,8 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     a1.bar([x + 0.2 for x in xs], [v or 0.0 for v in sass], 0.4, color=COLORS[0], alpha=0.35,
            label="per episode with instructions in SASS")  # fmt: skip
     top = max([v for v in solved + sass if v is not None], default=1.0)
-    for x, v, note in zip(xs, solved, (r[4] for r in rows), strict=True):
-        if v is None:
-            a1.text(
-                x - 0.2, top * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555"
-            )
+    notes = [r[4] for r in rows]
+    _missing_notes(a1, [x - 0.2 for x in xs], solved, notes, top * 0.02, "per solved episode")
     a1.set_ylim(0, top * 1.15)
     a1.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a1.set_ylabel("tokens (input + output)")
@@ -272,13 +332,11 @@ def cost_chart(rows: Sequence[tuple[str, float | None, float | None, float | Non
     costs = [r[3] for r in rows]
     a2.bar(xs, [v or 0.0 for v in costs], 0.5, color=COLORS[2])
     ctop = max([v for v in costs if v is not None], default=0.0) or 1.0
-    for x, v, note in zip(xs, costs, (r[4] for r in rows), strict=True):
-        if v is None:
-            a2.text(x, ctop * 0.02, note, rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+    _missing_notes(a2, xs, costs, notes, ctop * 0.02, "cost per solved episode")
     a2.set_ylim(0, ctop * 1.15)
     a2.set_xticks(xs, labels, rotation=20, ha="right", fontsize=8)
     a2.set_ylabel("USD")
     a2.set_title("cost per solved episode", fontsize=10)
     fig.suptitle(title)
-    fig.tight_layout()
-    return _png(fig)
+    _fit(fig)
+    return _png(fig, fitted=True)
