@@ -24,6 +24,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ptxrag.base.errors import ConfigInputError, ModelApiFailure
+from ptxrag.base.model_keys import missing_key, split_openai
 
 from .replay import ReplayChatModel, message_text
 from .state import TokenUsage
@@ -204,14 +205,6 @@ def usage_of(reply: AIMessage) -> TokenUsage:
     )
 
 
-def _split_openai(rest: str) -> tuple[str, str | None]:
-    for marker in ("@http://", "@https://"):
-        if marker in rest:
-            model, _, url = rest.rpartition(marker)
-            return model, marker[1:] + url
-    return rest, None
-
-
 def make_chat_model(
     spec: str,
     *,
@@ -235,13 +228,10 @@ def make_chat_model(
             return ChatModel(ReplayChatModel.from_file(Path(rest)), f"replay:{rest}", "replay", retry)
         except (FileNotFoundError, ValueError) as e:
             raise ModelConfigError(str(e)) from None
+    problem = missing_key(spec)
+    if problem:
+        raise ModelConfigError(problem)
     if provider == "anthropic":
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise ModelConfigError(
-                "ANTHROPIC_API_KEY is not set: export ANTHROPIC_API_KEY=... to use "
-                f"{spec}, or run offline with a scripted model: --model replay:FILE "
-                "(`ptxrag demo` shows one)"
-            )
         from langchain_anthropic import ChatAnthropic
 
         kwargs: dict = {
@@ -256,13 +246,8 @@ def make_chat_model(
             ChatAnthropic(**kwargs), spec, "anthropic", retry, max_output_tokens=max_output_tokens
         )
     if provider == "openai":
-        model, base_url = _split_openai(rest)
+        model, base_url = split_openai(rest)
         key = os.environ.get("OPENAI_API_KEY")
-        if not key and base_url is None:
-            raise ModelConfigError(
-                "OPENAI_API_KEY is not set: export it to use the OpenAI API, give a local server as "
-                "openai:<model>@http://host:port/v1 (no key needed), or run offline with --model replay:FILE"
-            )
         from langchain_openai import ChatOpenAI
 
         param: str = max_tokens_param

@@ -130,6 +130,10 @@ def run_cmd(
     """Run the agent on one task (resumable with --episode).
 
     Exit 0 when solved (or nothing failed and only GPU stages were skipped), 1 when the round limit was reached, 2 on a harness failure."""
+    from ptxrag.base.model_keys import missing_key
+
+    if model is not None and (problem := missing_key(model)):
+        fail(problem)  # before the agent and the model SDKs are imported: a missing key is said at once
     quiet_model_loading()  # a retrieval condition loads the embedding model
     from ptxrag.agent_graph import ConditionError, EpisodeMismatch, ModelConfigError, RetrievalUnavailable
     from ptxrag.agent_graph.episode import stored_episode

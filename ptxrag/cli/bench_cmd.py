@@ -147,6 +147,13 @@ def bench_cmd(
     """Run a study: one episode per (task, model, condition, sample), resumable.
 
     Re-running the same command skips finished episodes and resumes the rest. replay:DIR models read one scripted trajectory per task, DIR/<task id>.toml. Exit 0 when every episode finished, 2 otherwise."""
+    from ptxrag.base.model_keys import missing_key
+
+    if not dry_run:  # a dry run prices models without calling them: no key needed
+        # said before the bench, the agent and the SDKs are imported (the study's own check says it too)
+        keys = [f"model {m}: {p}" for m in dict.fromkeys(_split(models)) if (p := missing_key(m))]
+        if keys:
+            fail("the study cannot run:\n  " + "\n  ".join(keys))
     quiet_model_loading()  # retrieval conditions load the embedding model
     from ptxrag.bench import BenchConfigError, BenchEvent, BenchSpec, run_bench
     from ptxrag.bench.executors.ray_cluster import RayUnavailable
