@@ -146,7 +146,7 @@ def reference_mutants(
         gencode, required = _task(sol.parent)
         return build_mutants(sol.read_text(), gencode, required, out_dir=dirs[sol])
 
-    out: dict[Path, tuple[list[Mutant], list[Path]] | BaseException] = {}
+    built: dict[Path, list[Mutant] | BaseException] = {}
     with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(max_workers=2) as pool:
         mp.setattr(mutation, "disassemble", counting)
         home = tmp_path_factory.getbasetemp() / "ptxrag-home"  # conftest's home: this runs before its fixture
@@ -155,13 +155,15 @@ def reference_mutants(
         futures = {sol: pool.submit(build, sol) for sol in selected}
         for sol, fut in futures.items():
             try:
-                out[sol] = fut.result()
+                built[sol] = fut.result()
             except Exception as e:  # reported by that kernel's test, not by the fixture
-                out[sol] = e
-    for sol, res in out.items():
-        if not isinstance(res, BaseException):
-            out[sol] = (res[0], [p for p in seen if p.is_relative_to(dirs[sol])])
-    return out
+                built[sol] = e
+    return {
+        sol: res
+        if isinstance(res, BaseException)
+        else (res, [p for p in seen if p.is_relative_to(dirs[sol])])
+        for sol, res in built.items()
+    }
 
 
 @pytest.mark.slow
