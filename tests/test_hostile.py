@@ -99,17 +99,23 @@ def test_reading_a_secret_outside_its_directory_is_denied(run, tmp_path):
 def test_network_is_unreachable(run, tmp_path):
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
+    srv.listen(4)
     port = srv.getsockname()[1]
     got: list[bytes] = []
     srv.settimeout(15)
+    done = b"test-done"  # the test's own last connection: the listener stops at it, not at a timeout
 
     def accept() -> None:
-        try:
-            conn, _ = srv.accept()
-            got.append(conn.recv(100))
-        except OSError:
-            pass
+        while True:  # connections are accepted in arrival order, so the candidate's would come first
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                data = conn.recv(100)
+            if data == done:
+                return
+            got.append(data)
 
     t = threading.Thread(target=accept)
     t.start()
@@ -120,8 +126,10 @@ def test_network_is_unreachable(run, tmp_path):
         ' if (connect(s, (const struct sockaddr*)&sa, sizeof sa) != 0) { perror("connect"); return 1; }'
         ' write(s, "hello", 5); printf("CONNECTED\\n"); return 0;').replace(
             HEAD, HEAD + "#include <sys/socket.h>\n"))  # fmt: skip
-    srv.close()
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as last:  # ends the listener (closing
+        last.sendall(done)  # the socket left it waiting out its 15 s timeout)
     t.join()
+    srv.close()
     assert "CONNECTED" not in out and got == []
     assert "unreachable" in out.lower() or "connect" in out
 

@@ -4,12 +4,15 @@ mutant builds of every reference solution (nvcc + cuobjdump, no GPU)."""
 from __future__ import annotations
 
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from ptxrag.sandbox.mutation import build_mutants, mutate_ptx
+from ptxrag.sandbox import mutation
+from ptxrag.sandbox.mutation import Mutant, build_mutants, mutate_ptx
 from ptxrag.sandbox.opcodes import table
+from ptxrag.sandbox.static import Sass
 
 ROOT = Path(__file__).resolve().parents[1] / "ptxrag"
 KERNELS = sorted(
@@ -114,19 +117,76 @@ def _task(d: Path) -> tuple[str, list[str]]:
     return t.get("gencode", "-gencode=arch=compute_90a,code=sm_90a"), list(t["required_ptx"])
 
 
+#: the parametrized test below; its module fixture builds the mutants of every selected kernel at once
+_EVERY_REFERENCE = "test_every_required_instruction_of_every_reference_builds_or_is_documented"
+
+
+@pytest.fixture(scope="module")
+def reference_mutants(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[Path, tuple[list[Mutant], list[Path]] | BaseException]:
+    """The mutants of every reference kernel this session selected, built two kernels at a time (each build
+    is mostly one single-threaded nvcc, so one at a time left a core idle), with the libraries each build
+    disassembled. A kernel whose build raised maps to its exception, re-raised by its own test."""
+    selected = [
+        item.callspec.params["solution"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.originalname == _EVERY_REFERENCE
+    ]
+    root = tmp_path_factory.mktemp("reference-mutants")
+    dirs = {sol: root / f"{i}-{sol.parent.name}" for i, sol in enumerate(selected)}
+    seen: list[Path] = []
+    real = mutation.disassemble
+
+    def counting(binary: Path, timeout_s: float | None = None) -> Sass:
+        seen.append(Path(binary))  # list.append is atomic: the builds' threads share it
+        return real(binary, timeout_s)
+
+    def build(sol: Path) -> list[Mutant]:
+        gencode, required = _task(sol.parent)
+        return build_mutants(sol.read_text(), gencode, required, out_dir=dirs[sol])
+
+    built: dict[Path, list[Mutant] | BaseException] = {}
+    with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(max_workers=2) as pool:
+        mp.setattr(mutation, "disassemble", counting)
+        home = tmp_path_factory.getbasetemp() / "ptxrag-home"  # conftest's home: this runs before its fixture
+        home.mkdir(exist_ok=True)
+        mp.setenv("PTXRAG_HOME", str(home))
+        futures = {sol: pool.submit(build, sol) for sol in selected}
+        for sol, fut in futures.items():
+            try:
+                built[sol] = fut.result()
+            except Exception as e:  # reported by that kernel's test, not by the fixture
+                built[sol] = e
+    return {
+        sol: res
+        if isinstance(res, BaseException)
+        else (res, [p for p in seen if p.is_relative_to(dirs[sol])])
+        for sol, res in built.items()
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("solution", KERNELS, ids=lambda p: p.parent.name)
 def test_every_required_instruction_of_every_reference_builds_or_is_documented(
-    solution: Path, tmp_path: Path
+    solution: Path, reference_mutants: dict[Path, tuple[list[Mutant], list[Path]] | BaseException]
 ) -> None:
-    gencode, required = _task(solution.parent)
-    mutants = build_mutants(solution.read_text(), gencode, required, out_dir=tmp_path)
+    _, required = _task(solution.parent)
+    res = reference_mutants[solution]
+    if isinstance(res, BaseException):
+        raise res
+    mutants, disassembled = res
     assert [m.instruction for m in mutants] == required
     for m in mutants:
         assert m.status in ("built", "not_mutable"), m
         if m.status == "built":
             assert m.library_path and Path(m.library_path).is_file() and m.occurrences > 0
             assert "->" in m.message
+    # the original library is disassembled once, not once per mutant (cuobjdump takes about a CPU second)
+    built = [Path(m.library_path) for m in mutants if m.status == "built" and m.library_path]
+    originals = [p for p in disassembled if p not in built]
+    assert sorted(p for p in disassembled if p in built) == sorted(built), disassembled
+    assert len(originals) == (1 if built else 0), originals
 
 
 DEAD = r"""

@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import Literal
 
 from .compile import SOURCE_NAME, CompilerStartError, compile_env, compile_flags, read_log, run_compiler
 from .opcodes import OpcodeRow, UnknownInstruction, opcode_of, resolve, table
-from .static import disassemble
+from .static import Sass, disassemble
 from .toolchain import ToolchainError, toolchain
 
 MutantStatus = Literal["built", "not_mutable", "not_found", "error"]
@@ -246,9 +247,8 @@ def _replay_from_ptxas(env: dict[str, str], steps: list[str], old: Path, new: Pa
     return _contained(["/bin/bash", "-c", script], new, "mutant build", timeout_s, run_env)
 
 
-def _count(lib: Path, requirement: str) -> int:
+def _count(sass: Sass, requirement: str) -> int:
     req = resolve(requirement)
-    sass = disassemble(lib)
     return sum(1 for k in sass.kernels.values() for i in k if req.matches(opcode_of(i)))
 
 
@@ -280,6 +280,14 @@ def build_mutants(
         return [Mutant(p, None, "error", 0, "", msg) for p in required_ptx]
     ptx_files = sorted(base.glob("*.ptx"))
     original_ptx = ptx_files[0].read_text() if ptx_files else ""
+    base_sass: list[Sass] = []  # the original's SASS, disassembled once for every mutant (cuobjdump is slow)
+    base_lock = threading.Lock()
+
+    def original_sass() -> Sass:
+        with base_lock:  # a failed disassembly is retried by the next mutant, as each used to run its own
+            if not base_sass:
+                base_sass.append(disassemble(lib))
+            return base_sass[0]
 
     def one(i: int, req: str) -> Mutant:
         t0 = time.monotonic()
@@ -297,7 +305,7 @@ def build_mutants(
         (work / ptx_files[0].name).write_text(text)
         try:
             _replay_from_ptxas(env, steps, base, work, timeout_s)
-            before, after = _count(lib, req), _count(work / lib.name, req)
+            before, after = _count(original_sass(), req), _count(disassemble(work / lib.name), req)
         except (ToolchainError, OSError) as e:
             return Mutant(req, None, "error", n, how, str(e)[:600], time.monotonic() - t0)
         dt = time.monotonic() - t0
