@@ -181,3 +181,23 @@ def test_cost_table_budget_is_what_the_episode_ran_with_not_the_condition_file_n
     md = Path(write_report(out, dest=tmp_path / "rep").markdown).read_text()
     assert "| templates (budget 8000) | anthropic:m | 1 |" in md
     assert "| templates (budget 16000) | anthropic:m | 1 |" in md
+
+
+def test_harness_errors_are_shown_as_failures_beside_the_rate_they_are_left_out_of(tmp_path):
+    """Episodes the harness ended are out of the rates; were a candidate able to turn its failure into a harness
+    error, the study would look better. The report says what success would be with them counted as failures."""
+    from ptxrag.bench.render import Document, to_markdown
+    from ptxrag.bench.report import _study_section
+
+    def render_markdown(sections):
+        return to_markdown(Document("study", sections))
+
+    with BenchStore(tmp_path):
+        pass  # the study folder's database (the section reads the study's settings from it)
+    done = [ep("a", "x", 0, success=True), ep("a", "x", 1, success=True), ep("a", "x", 2)]
+    errored = [ep("a", "x", s).model_copy(update={"status": "error"}) for s in (3, 4, 5)]
+    text = render_markdown([_study_section(tmp_path, [*done, *errored], done)])
+    assert "3 episode(s) ended in a harness error" in text
+    assert "would be 33% (2/6)" in text and "67% (2/3)" in text
+    clean = render_markdown([_study_section(tmp_path, done, done)])
+    assert "harness error" not in clean

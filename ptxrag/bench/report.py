@@ -105,6 +105,22 @@ def _study_section(out: Path, all_rows: list[EpisodeRow], done: list[EpisodeRow]
                 "warning",
             )
         )
+    errored = status["error"]
+    if errored and done:
+        # an episode the harness ended is out of the rates: say what success would be were each of them a
+        # failure, so a run whose failures turn into harness errors cannot look better than it is
+        wins = sum(1 for r in done if r.success)
+        n = len(done) + errored
+        lo_hi = metrics.wilson_ci(wins, n)
+        band = f" [{lo_hi[0]:.0%}-{lo_hi[1]:.0%}]" if lo_hi else ""
+        sec.blocks.append(
+            Paragraph(
+                f"{errored} episode(s) ended in a harness error. Counted as failures, success over all "
+                f"{n} would be {wins / n:.0%} ({wins}/{n}){band}, against {wins / len(done):.0%} "
+                f"({wins}/{len(done)}) over the finished ones.",
+                "warning",
+            )
+        )
     unverified = sum(1 for r in done if r.unverified)
     if unverified:
         sec.blocks.append(
