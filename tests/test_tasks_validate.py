@@ -8,9 +8,11 @@ control fails where it says."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
-from ptxrag.bench.task_validation import GPU_STAGES, validate_task
+from ptxrag.bench.task_validation import GPU_STAGES, TaskValidation, validate_task
 from ptxrag.sandbox import Sandbox, SandboxConfig, StageLimits
 from ptxrag.tasks import load_task
 from ptxrag.tasks.loader import builtin_suite_dir
@@ -18,10 +20,49 @@ from ptxrag.tasks.loader import builtin_suite_dir
 SUITE_IDS = sorted(p.name for p in builtin_suite_dir().iterdir() if (p / "task.toml").is_file())
 
 
+#: the parametrized test below; its module fixture validates every selected task at once
+_STATIC = "test_reference_and_controls_static"
+
+
+@pytest.fixture(scope="module")
+def static_validations(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, TaskValidation | BaseException]:
+    """The CPU-only validation of every task this session selected, two tasks at a time (each compile and
+    each cuobjdump is one single-threaded process, so one task at a time left a core idle). A task whose
+    validation raised maps to its exception, re-raised by its own test. Tasks with the most controls start
+    first, so the two threads finish close together."""
+    selected = [
+        item.callspec.params["task_id"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.originalname == _STATIC
+    ]
+    selected.sort(key=lambda t: -len(load_task(t).controls))
+    out: dict[str, TaskValidation | BaseException] = {}
+    with pytest.MonkeyPatch.context() as mp, ThreadPoolExecutor(max_workers=2) as pool:
+        home = tmp_path_factory.getbasetemp() / "ptxrag-home"  # conftest's home: this runs before its fixture
+        home.mkdir(exist_ok=True)
+        mp.setenv("PTXRAG_HOME", str(home))
+        futures = {
+            t: pool.submit(lambda t: validate_task(load_task(t), Sandbox(gpu=None)), t) for t in selected
+        }
+        for t, fut in futures.items():
+            try:
+                out[t] = fut.result()
+            except Exception as e:  # reported by that task's test, not by the fixture
+                out[t] = e
+    return out
+
+
 @pytest.mark.parametrize("task_id", SUITE_IDS)
-def test_reference_and_controls_static(task_id: str) -> None:
+def test_reference_and_controls_static(
+    task_id: str, static_validations: dict[str, TaskValidation | BaseException]
+) -> None:
     task = load_task(task_id)
-    v = validate_task(task, Sandbox(gpu=None))
+    v = static_validations[task_id]
+    if isinstance(v, BaseException):
+        raise v
+    assert v.task.id == task_id
     ref = v.reference
     assert ref.compile.status == "passed", (
         f"reference does not compile: {ref.compile.message}\n{ref.compile.log}"
