@@ -121,17 +121,48 @@ def test_bad_requests_are_refused_clearly(server):
     assert r.status_code == 413 and "source larger" in r.json()["detail"]
 
 
+class _Recorder(httpx.HTTPTransport):
+    """A real transport that notes (start, end, status, Retry-After) of each request the client sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, float, int, str | None]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        t0 = time.monotonic()
+        r = super().handle_request(request)
+        self.calls.append((t0, time.monotonic(), r.status_code, r.headers.get("Retry-After")))
+        return r
+
+
+def test_retry_after_policy():
+    cfg = ServiceConfig(workers=1)  # the defaults: 10 s per waiting job per worker, at least 5 s
+    assert [cfg.retry_after_s(d) for d in (0, 1, 2, 64)] == [5, 10, 20, 640]
+    assert ServiceConfig(workers=4).retry_after_s(2) == 5
+    assert ServiceConfig(workers=1, retry_after_min_s=1, retry_after_per_job_s=1).retry_after_s(2) == 2
+    with pytest.raises(ServiceConfigError, match="retry_after_min_s"):
+        ServiceConfig(retry_after_min_s=0).check()
+
+
 def test_queue_full_answers_busy_with_retry_after(tmp_path):
-    s = Server(tmp_path / "state", "--workers", "1", "--max-queue", "2").start()
+    # a small Retry-After policy (1 s per waiting job, 1 worker, 2 waiting: 2 s) so the client's wait is short
+    s = Server(tmp_path / "state", "--workers", "1", "--max-queue", "2", "--retry-after-min", "1",
+               "--retry-after-per-job", "1").start()  # fmt: skip
     try:
         codes = [httpx.post(s.url + "/v1/jobs", json={"task_id": TASK.id, "source": _variant(100 + i)}, timeout=30)
                  for i in range(8)]  # fmt: skip
         busy = [r for r in codes if r.status_code == 429]
         assert busy, [r.status_code for r in codes]
-        assert int(busy[0].headers["Retry-After"]) >= 1 and "busy" in busy[0].json()["detail"]
+        assert busy[0].headers["Retry-After"] == "2" and "busy" in busy[0].json()["detail"]
         # the client waits as told and gets through
-        rep = ServiceClient(s.url, retry_for_s=300).evaluate(TASK, _variant(200))
+        rec = _Recorder()
+        rep = ServiceClient(s.url, retry_for_s=300, transport=rec).evaluate(TASK, _variant(200))
         assert rep.static.ok
+        told = [(end, float(ra)) for _, end, code, ra in rec.calls if code == 429 and ra is not None]
+        assert told, "the queue was still full: the client's first submission must have been told to wait"
+        for end, wait in told:
+            nxt = min(t0 for t0, *_ in rec.calls if t0 > end)
+            assert nxt - end >= wait - 0.05, f"retried {nxt - end:.2f} s after a 429 that said {wait} s"
     finally:
         s.kill()
 

@@ -103,6 +103,10 @@ def serve(
     ] = None,
     workers: Annotated[int | None, typer.Option(help="concurrent jobs (compiles run in parallel)")] = None,
     max_queue: Annotated[int, typer.Option(help="waiting jobs beyond which submissions get 429")] = 64,
+    retry_after_min: Annotated[int, typer.Option(help="least Retry-After (seconds) of a 429")] = 5,
+    retry_after_per_job: Annotated[
+        int, typer.Option(help="Retry-After seconds of a 429 per waiting job per worker")
+    ] = 10,
     state_dir: Annotated[
         Path | None, typer.Option(help="job database and artifacts (default $PTXRAG_HOME/service)")
     ] = None,
@@ -125,6 +129,8 @@ def serve(
             token=ServiceConfig.read_token(token_file=token_file),
             gpus=[g.strip() for g in gpus.split(",") if g.strip()] if gpus else [],
             max_queue=max_queue,
+            retry_after_min_s=retry_after_min,
+            retry_after_per_job_s=retry_after_per_job,
             state_dir=state_dir,
             stage_timeout_s=stage_timeout,
             request_timeout_s=request_timeout,

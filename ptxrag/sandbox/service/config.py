@@ -37,6 +37,10 @@ class ServiceConfig:
         default_factory=lambda: max(2, os.cpu_count() or 2)
     )  # concurrent jobs (compiles in parallel)
     max_queue: int = 64  # queued jobs beyond which submissions get 429 + Retry-After
+    #: the Retry-After of a 429: ``retry_after_per_job_s`` for each waiting job per worker, at least
+    #: ``retry_after_min_s`` (seconds; whole seconds on the wire)
+    retry_after_min_s: int = 5
+    retry_after_per_job_s: int = 10
     max_source_bytes: int = 256 * 1024
     max_request_bytes: int = 1024 * 1024
     #: seconds a client has to send a request's head (from connecting) and, separately, its body (from the
@@ -47,6 +51,10 @@ class ServiceConfig:
     #: candidate processes run as a dedicated uid (sandbox_uid_base + job slot) with no network (when root)
     isolate: bool = True
     sandbox_uid_base: int = 64000
+
+    def retry_after_s(self, depth: int) -> int:
+        """Seconds a 429 tells the client to wait with ``depth`` jobs waiting."""
+        return max(self.retry_after_min_s, self.retry_after_per_job_s * depth // max(1, self.workers))
 
     @staticmethod
     def read_token(token: str | None = None, token_file: Path | None = None) -> str | None:
@@ -71,6 +79,10 @@ class ServiceConfig:
             )
         if self.workers < 1 or self.max_queue < 1:
             raise ServiceConfigError("workers and max_queue must be at least 1")
+        if self.retry_after_min_s < 1 or self.retry_after_per_job_s < 0:
+            raise ServiceConfigError(
+                "retry_after_min_s must be at least 1 and retry_after_per_job_s at least 0"
+            )
         if not (0 < self.request_timeout_s < 86400):  # also refuses nan and inf
             raise ServiceConfigError(
                 f"request_timeout_s={self.request_timeout_s} is not a number of seconds between 0 and 86400"

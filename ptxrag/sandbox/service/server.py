@@ -276,7 +276,7 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
             job, created = store.submit(job_key(req.task_id, req.source, options), req.task_id, req.source,
                                         options, cfg.max_queue)  # fmt: skip
         except QueueFull as e:
-            retry = max(5, 10 * e.depth // max(1, cfg.workers))
+            retry = cfg.retry_after_s(e.depth)
             return JSONResponse({"detail": f"busy: {e}; retry after {retry} s"}, status_code=429,
                                 headers={"Retry-After": str(retry)})  # fmt: skip
         if created:
