@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 try:
     from . import abi, protocol  # type: ignore[no-redef]
@@ -117,6 +118,8 @@ class CandidateProcess:
             ctypes.c_uint64,
         ]
         self.bases: dict[int, int] = {}  # allocation base here -> its base in the candidate's process
+        #: the only allocation bases this process may map (ExposedMemory.segments); None: no restriction
+        self.exportable: set[int] | None = None
         self.next_id = 0
 
     def ask(self, cmd: dict) -> dict:
@@ -168,19 +171,22 @@ class CandidateProcess:
         return list(res.get("audit", []))
 
     def remote_ptr(self, ptr: int) -> int:
-        """The address of ``ptr`` (inside a PyTorch allocation) in the candidate's process."""
-        base, size = ctypes.c_uint64(), ctypes.c_size_t()
-        rc = self.cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
-        if rc != 0:
-            raise HarnessError(f"cuMemGetAddressRange failed ({rc})")
-        if base.value not in self.bases:
+        """The address of ``ptr`` (inside a PyTorch allocation) in the candidate's process. CUDA IPC maps the
+        whole allocation, so only allocations of the exposed pool (``exportable``) are ever shared."""
+        base = allocation_base(self.cu, ptr)
+        if base not in self.bases:
+            if self.exportable is not None and base not in self.exportable:
+                raise HarnessError(
+                    f"refused to share allocation {base:#x} with the candidate: it is not one of the exposed "
+                    "pool's (private tensors may lie in it)"
+                )
             handle = ctypes.create_string_buffer(64)
-            rc = self.rt.cudaIpcGetMemHandle(handle, ctypes.c_void_p(base.value))
+            rc = self.rt.cudaIpcGetMemHandle(handle, ctypes.c_void_p(base))
             if rc != 0:
                 raise HarnessError(f"cudaIpcGetMemHandle failed ({rc})")
             res = self.checked({"op": "map", "handles": [handle.raw.hex()]})
-            self.bases[base.value] = int(res["ptrs"][0])
-        return self.bases[base.value] + (ptr - base.value)
+            self.bases[base] = int(res["ptrs"][0])
+        return self.bases[base] + (ptr - base)
 
     def prepare(self, inputs: list, outputs: list, scalars: list[float], workspace) -> int:
         def desc(x: torch.Tensor) -> list:
@@ -224,6 +230,50 @@ class CandidateProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def allocation_base(cu: ctypes.CDLL, ptr: int) -> int:
+    """The base address of the cudaMalloc allocation holding ``ptr`` (what CUDA IPC shares whole)."""
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    rc = cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
+    if rc != 0:
+        raise HarnessError(f"cuMemGetAddressRange failed ({rc})")
+    return int(base.value)
+
+
+class ExposedMemory:
+    """The allocations the candidate's process maps (inputs, outputs, workspace), from a pool of their own.
+
+    CUDA IPC shares a whole cudaMalloc allocation, and PyTorch's caching allocator carves many tensors out of
+    one (2 MiB segments for small tensors, 20 MiB ones for medium tensors, freed blocks reused for later
+    ones), and the candidate's process keeps every mapping for the whole job. Sharing an input from the default
+    pool therefore shared whatever lay in its segment then or later: the private copy the reference is computed
+    from and the inputs are compared with, the references, the timed repetitions' gathered samples. A kernel
+    that found the private copy of its input (a byte-equal region near it) could zero both: the inputs look
+    unchanged and the reference of zeros agrees with its zeros. Tensors allocated here come from a
+    ``torch.cuda.MemPool``, whose segments hold only tensors allocated in it, and nothing private ever is.
+    ``segments`` are their allocation bases: the only ones the worker shares (CandidateProcess.remote_ptr).
+    """
+
+    def __init__(self, device: torch.device, base_of: Callable[[int], int]) -> None:
+        self.device = device
+        pool_cls = getattr(torch.cuda, "MemPool", None)
+        self.pool = pool_cls() if pool_cls is not None else None
+        self.segments: set[int] = set()
+        self.base_of = base_of
+
+    def empty(self, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised tensor in the exposed pool (fill it outside: temporaries must stay private)."""
+        ctx = (
+            torch.cuda.use_mem_pool(self.pool, device=self.device)
+            if self.pool is not None
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            x = torch.empty(shape, dtype=dtype, device=self.device)
+        if x.numel():
+            self.segments.add(self.base_of(x.data_ptr()))
+        return x
 
 
 def exit_text(returncode: int | None) -> str:
@@ -276,6 +326,9 @@ class Worker:
         self.runners = runners
         self.cand = cand = runners.take()
         self.main = cand
+        # everything the candidate's processes map comes from here, and nothing else is ever shared with them
+        self.exposed = ExposedMemory(self.device, lambda p: allocation_base(cand.cu, p))
+        cand.exportable = self.exposed.segments
         self.call_wall_max = 0.0  # the longest checked call of the candidate itself (s): mutants' hang limit
         refused = cand.load(job["library"])
         if refused:
@@ -292,13 +345,16 @@ class Worker:
         self.guards: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.saved_ref: dict[str, torch.Tensor] | None = None
         ws = int(job.get("workspace_bytes", 0))
-        self.workspace = torch.zeros(ws, dtype=torch.uint8, device=self.device) if ws else None
+        self.workspace = self.exposed.empty([ws], torch.uint8) if ws else None
+        if self.workspace is not None:
+            self.workspace.zero_()
 
     def close(self) -> None:
         """End the job: the candidate's process goes; torch's cached blocks of this job's buffers too."""
         self.cand.close()
         self.guards = []
         self.saved_ref = None
+        self.workspace = None
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
@@ -328,7 +384,7 @@ class Worker:
         for d in shape:
             numel *= d
         nbytes = numel * torch.empty((), dtype=dtype).element_size()
-        raw = torch.empty(2 * GUARD_BYTES + nbytes, dtype=torch.uint8, device=self.device)
+        raw = self.exposed.empty([2 * GUARD_BYTES + nbytes], torch.uint8)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(secrets.randbits(63))
         raw.copy_(torch.randint(0, 256, raw.shape, generator=gen, device=self.device, dtype=torch.uint8))
@@ -558,6 +614,7 @@ class Worker:
         checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
         main = self.cand
         m = self.runners.take(timeout_s=float(cmd["limit_s"]))
+        m.exportable = self.exposed.segments
         self.runners.fill(int(cmd.get("spares", 1)))  # the next mutant's process starts while this one runs
         self.cand = m
         try:

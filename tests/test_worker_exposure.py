@@ -1,0 +1,176 @@
+"""What the GPU worker shares with the candidate's process (issue 15, classes 1 and 2; session 6).
+
+CUDA IPC maps a whole cudaMalloc allocation, and PyTorch's caching allocator carves many tensors out of one.
+Before, inputs and outputs came from the default pool, so the candidate's process could map the private copy
+of its inputs (and the references, the timed repetitions' samples) that happened to share a segment with them,
+and zero input and copy alike. Now every tensor it maps comes from ExposedMemory (a MemPool of its own) and
+the worker refuses to share any other allocation. These run on the CPU with CPU torch: the GPU half (the pool
+really separates segments; IPC of a pool segment) is in docs/validation/run-gpu-next.sh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ptxrag.sandbox.gpu import worker  # noqa: E402
+
+JOB: dict[str, Any] = {
+    "inputs": [
+        {"name": "x", "dtype": "float32", "shape": ["n"], "init": {"kind": "normal"}},
+        {"name": "k", "dtype": "int32", "shape": [4], "init": {"kind": "randint", "low": -3, "high": 3}},
+    ],
+    "outputs": [{"name": "y", "dtype": "float32", "shape": ["n"]}],
+    "scalars": [],
+    "workspace_bytes": 4096,
+}
+
+
+class RecordingCandidate:
+    """Stands in for CandidateProcess.prepare: keeps the tensors the worker would share."""
+
+    def __init__(self) -> None:
+        self.shared: list[Any] = []
+
+    def prepare(self, inputs: list, outputs: list, scalars: list, workspace: Any) -> int:
+        self.shared += [*inputs, *outputs, *([workspace] if workspace is not None else [])]
+        return 0
+
+
+def cpu_exposed() -> worker.ExposedMemory:
+    mem = worker.ExposedMemory.__new__(worker.ExposedMemory)
+    mem.device, mem.pool, mem.segments = torch.device("cpu"), None, set()
+    mem.base_of = lambda p: p  # on the CPU a tensor's storage stands for its allocation
+    return mem
+
+
+@pytest.fixture
+def cpu_worker(monkeypatch: pytest.MonkeyPatch) -> worker.Worker:
+    monkeypatch.setattr(worker, "torch", torch)
+    w = worker.Worker.__new__(worker.Worker)
+    w.job, w.device, w.scalars, w.guards = JOB, torch.device("cpu"), {}, []
+    w.cand = RecordingCandidate()  # type: ignore[assignment]
+    w.exposed = cpu_exposed()
+    w.workspace = w.exposed.empty([4096], torch.uint8)
+    w.workspace.zero_()
+    return w
+
+
+def _alloc(t: Any) -> int:
+    return int(t.untyped_storage().data_ptr())
+
+
+def test_only_exposed_allocations_reach_the_candidate_and_private_copies_never_do(
+    cpu_worker: worker.Worker,
+) -> None:
+    w = cpu_worker
+    dims = {"n": 1000}
+    inputs = w.make_inputs(dims, seed=1)
+    private = w.private_copy(inputs)
+    contents = w.make_inputs(dims, seed=2, guard=False)  # the timing stage's private contents
+    outputs = w.make_outputs(dims)
+    w.call(inputs, outputs)
+    shared = w.cand.shared  # type: ignore[attr-defined]
+    assert len(shared) == 4
+    exposed = w.exposed.segments
+    for t in shared:
+        assert _alloc(t) in exposed, "a tensor the candidate maps is not from the exposed pool"
+    for t in [*private.values(), *contents.values()]:
+        assert _alloc(t) not in exposed, "a private tensor was allocated in the exposed pool"
+    assert all(bool((g[1] != 0).any()) for g in w.guards)  # guard bytes filled (outside the pool: randint)
+
+
+def test_exposed_tensors_are_allocated_inside_the_pool_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "torch", torch)
+    state = {"inside": False, "device": None}
+    allocated_inside: list[bool] = []
+
+    @contextlib.contextmanager
+    def use_mem_pool(pool: Any, device: Any = None):
+        state["inside"], state["device"] = True, device
+        try:
+            yield
+        finally:
+            state["inside"] = False
+
+    real_empty = torch.empty
+
+    def empty(*a: Any, **k: Any) -> Any:
+        allocated_inside.append(state["inside"])
+        return real_empty(*a, **{**k, "device": "cpu"})
+
+    monkeypatch.setattr(torch.cuda, "use_mem_pool", use_mem_pool)
+    monkeypatch.setattr(torch, "empty", empty)
+    mem = cpu_exposed()
+    mem.pool = object()
+    mem.device = "cuda:0"  # what the pool is asked for
+    x = mem.empty([16], torch.uint8)
+    assert allocated_inside == [True] and state["device"] == "cuda:0" and _alloc(x) in mem.segments
+
+
+class FakeDriver:
+    """cuMemGetAddressRange_v2 answering allocation base = ptr rounded down to 1 MiB."""
+
+    def cuMemGetAddressRange_v2(self, base: Any, size: Any, ptr: Any) -> int:  # noqa: N802
+        base._obj.value = ptr.value & ~((1 << 20) - 1)
+        size._obj.value = 1 << 20
+        return 0
+
+
+def test_the_worker_refuses_to_share_an_allocation_outside_the_exposed_pool() -> None:
+    proc = worker.CandidateProcess.__new__(worker.CandidateProcess)
+    proc.cu = FakeDriver()  # type: ignore[assignment]
+    proc.bases = {0x300000: 0x7000000}
+    proc.exportable = {0x300000}
+    assert proc.remote_ptr(0x300040) == 0x7000040  # mapped before: its offset
+    with pytest.raises(worker.HarnessError, match="refused to share allocation 0x500000"):
+        proc.remote_ptr(0x500010)
+    assert worker.allocation_base(FakeDriver(), 0x5ABCDE) == 0x500000  # type: ignore[arg-type]
+    assert ctypes.sizeof(ctypes.c_uint64) == 8
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_private_tensors_never_share_an_exposed_allocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPU half: tensors of the layout a check makes (guarded inputs and outputs of 4 MiB and 16 KiB, the
+    private copies, a float64 reference, gathered samples), allocated after a large exposed buffer was freed
+    (the allocator reuses freed blocks), never lie in an allocation the worker would share. The same layout
+    from the default pool (as before) is printed for the record: there they did share."""
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    monkeypatch.setattr(worker, "torch", torch)
+    cu = ctypes.CDLL("libcuda.so.1")
+    cu.cuMemGetAddressRange_v2.argtypes = [
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_uint64,
+    ]
+    dev = torch.device("cuda", 0)
+
+    def layout(alloc: Any) -> tuple[set[int], list[int]]:
+        big = alloc([18 << 20])
+        del big  # a freed exposed block, reused below (as check 2 reuses check 1's)
+        shared = [alloc([(4 << 20) + (128 << 10)]), alloc([(16 << 10) + (128 << 10)])]
+        private = [
+            shared[0][: 4 << 20].clone(),
+            torch.empty(1 << 19, dtype=torch.float64, device=dev),
+            shared[1][:256].index_select(0, torch.arange(64, device=dev)),
+        ]
+        bases = {worker.allocation_base(cu, t.data_ptr()) for t in shared}
+        return bases, [worker.allocation_base(cu, t.data_ptr()) for t in private]
+
+    mem = worker.ExposedMemory(dev, lambda p: worker.allocation_base(cu, p))
+    assert mem.pool is not None, "this torch has no torch.cuda.MemPool: the exposed pool is not separate"
+    bases, private = layout(lambda shape: mem.empty(shape, torch.uint8))
+    assert bases <= mem.segments
+    assert not set(private) & mem.segments, "a private tensor lies in an allocation the candidate maps"
+    old_bases, old_private = layout(lambda shape: torch.empty(shape, dtype=torch.uint8, device=dev))
+    print(
+        f"default pool (before): {len(set(old_private) & old_bases)} of 3 private tensors shared an allocation"
+    )
