@@ -174,3 +174,22 @@ def test_on_the_gpu_private_tensors_never_share_an_exposed_allocation(
     print(
         f"default pool (before): {len(set(old_private) & old_bases)} of 3 private tensors shared an allocation"
     )
+
+
+@pytest.mark.parametrize("rtol", [1e-3, 0.0])
+def test_where_the_reference_is_infinite_only_the_same_infinity_passes(
+    monkeypatch: pytest.MonkeyPatch, rtol: float
+) -> None:
+    """atol + rtol * |inf| is inf (NaN when rtol is 0), and `err > allowed` was then never true: any value,
+    NaN poison (unwritten) included, passed wherever the reference was infinite."""
+    monkeypatch.setattr(worker, "torch", torch)
+    w = worker.Worker.__new__(worker.Worker)
+    w.device = torch.device("cpu")
+    w.job = {"outputs": [{"name": "y"}], "tolerance": {"atol": 1e-3, "rtol": rtol}}
+    inf, nan = float("inf"), float("nan")
+    ref = torch.tensor([inf, -inf, 1.0, nan], dtype=torch.float64)
+    honest = w.compare("y", torch.tensor([inf, -inf, 1.0, nan]), ref)
+    assert honest["passed"], honest
+    for bad in ([0.0, -inf, 1.0, nan], [nan, -inf, 1.0, nan], [inf, inf, 1.0, nan], [inf, -inf, 1.0, 2.0]):
+        r = w.compare("y", torch.tensor(bad), ref)
+        assert not r["passed"] and r["mismatches"] == 1, (bad, r)

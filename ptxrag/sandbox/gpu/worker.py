@@ -500,8 +500,11 @@ class Worker:
         nonfinite = int((~torch.isfinite(o) & torch.isfinite(r) & ~poisoned).sum())
         err = (o - r).abs()
         err = torch.where(torch.isnan(err) & ~(torch.isnan(o) & ref_nan), torch.full_like(err, math.inf), err)
-        err = torch.where(torch.isnan(o) & ref_nan, torch.zeros_like(err), err)
-        allowed = tol["atol"] + tol["rtol"] * r.abs()
+        # equal values (an infinite reference included: inf - inf is NaN) and NaN where the reference is NaN
+        err = torch.where((torch.isnan(o) & ref_nan) | (o == r), torch.zeros_like(err), err)
+        # a tolerance scales a finite reference only: atol + rtol * inf is inf (and NaN with rtol = 0), which
+        # accepted any value, NaN or unwritten included, wherever the reference is infinite
+        allowed = torch.where(torch.isfinite(r), tol["atol"] + tol["rtol"] * r.abs(), torch.zeros_like(r))
         bad = err > allowed
         mism = int(bad.sum())
         flat = int(torch.argmax(torch.where(bad, err - allowed, err)).item()) if out.numel() else 0
