@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from typing import Any
 
 import pytest
@@ -193,3 +194,63 @@ def test_where_the_reference_is_infinite_only_the_same_infinity_passes(
     for bad in ([0.0, -inf, 1.0, nan], [nan, -inf, 1.0, nan], [inf, inf, 1.0, nan], [inf, -inf, 1.0, 2.0]):
         r = w.compare("y", torch.tensor(bad), ref)
         assert not r["passed"] and r["mismatches"] == 1, (bad, r)
+
+
+# -- processes the candidate leaves behind (class 8: work outside the calling process) --------------------------
+
+
+def _fake_proc(root: Any, tree: dict[int, list[int]]) -> str:
+    for pid, kids in tree.items():
+        d = root / str(pid) / "task" / str(pid)
+        d.mkdir(parents=True)
+        (d / "children").write_text(" ".join(map(str, kids)) + (" " if kids else ""))
+    return str(root)
+
+
+def test_stray_processes_are_a_runners_descendants_and_the_workers_other_children(tmp_path: Any) -> None:
+    # worker 100; runners 200 (forked 400, which forked 500) and 300; 600 an orphan adopted by the worker
+    proc = _fake_proc(tmp_path, {100: [200, 300, 600], 200: [400], 300: [], 400: [500], 500: [], 600: []})
+    assert worker.stray_processes({200, 300}, me=100, proc=proc) == [400, 500, 600]
+    assert worker.stray_processes({200, 300, 600}, me=100, proc=proc) == [400, 500]
+    clean = _fake_proc(tmp_path / "clean", {100: [200], 200: []})
+    assert worker.stray_processes({200}, me=100, proc=clean) == []
+
+
+def test_a_real_forked_helper_is_found(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    code = "import os, sys, time\nif os.fork() == 0:\n    time.sleep(30)\nelse:\n    print('ready', flush=True); time.sleep(30)\n"
+    runner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert runner.stdout is not None and runner.stdout.readline().strip() == "ready"
+        helpers = worker.stray_processes(set(), me=runner.pid)
+        assert len(helpers) == 1
+        assert helpers[0] in worker.stray_processes({runner.pid})
+    finally:
+        for pid in worker.children_of(runner.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        runner.kill()
+        runner.wait()
+
+
+def test_a_call_that_leaves_a_process_fails_as_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "torch", torch)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+    class Cand:
+        def call(self, k: int, wall: bool, record: bool) -> dict:
+            return {"rc": 0, "ms": 1.0}
+
+    class Runners:
+        def live_pids(self) -> set[int]:
+            return {200}
+
+    w = worker.Worker.__new__(worker.Worker)
+    w.cand, w.runners = Cand(), Runners()  # type: ignore[assignment]
+    monkeypatch.setattr(worker, "stray_processes", lambda runners: [])
+    assert w.run_candidate(0)["ms"] == 1.0
+    monkeypatch.setattr(worker, "stray_processes", lambda runners: [4242] if runners == {200} else [])
+    with pytest.raises(worker.CandidateViolation, match="left 1 process"):
+        w.run_candidate(0)

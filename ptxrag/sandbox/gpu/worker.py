@@ -232,6 +232,43 @@ class CandidateProcess:
             self.proc.kill()
 
 
+def children_of(pid: int, proc: str = "/proc") -> set[int]:
+    """The live children of ``pid`` (every thread's: a subreaper's adopted orphans go to any of its threads)."""
+    out: set[int] = set()
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children") as f:
+                out |= {int(c) for c in f.read().split()}
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def stray_processes(runners: set[int], me: int | None = None, proc: str = "/proc") -> list[int]:
+    """Processes in this worker's tree that are none of its candidate processes ``runners``: anything a
+    runner started (its descendants) and any child of the worker that is not a runner (the worker is a
+    subreaper, so a descendant that left its parent, double fork and setsid included, becomes its child).
+    A process the candidate leaves running is work outside the calling process and out of every per-process
+    record (CUPTI, the rtld audit: a helper may exec with a clean environment and load cuBLAS)."""
+    me = os.getpid() if me is None else me
+    stray = children_of(me, proc) - runners
+    todo = [*stray, *runners]
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        kids = children_of(pid, proc)
+        stray |= kids
+        todo += kids
+    return sorted(stray)
+
+
 def allocation_base(cu: ctypes.CDLL, ptr: int) -> int:
     """The base address of the cudaMalloc allocation holding ``ptr`` (what CUDA IPC shares whole)."""
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
@@ -293,10 +330,18 @@ class Runners:
         self.workdir = workdir
         self.spares: list[CandidateProcess] = []
         self.started = 0
+        self.every: list[CandidateProcess] = []
 
     def _new(self) -> CandidateProcess:
         self.started += 1
-        return CandidateProcess(self.workdir, tag=f"runner-{self.started}")
+        c = CandidateProcess(self.workdir, tag=f"runner-{self.started}")
+        self.every.append(c)
+        return c
+
+    def live_pids(self) -> set[int]:
+        """The candidate processes this worker started that still run (spares included)."""
+        self.every = [c for c in self.every if c.proc.poll() is None]
+        return {c.proc.pid for c in self.every}
 
     def fill(self, n: int) -> None:
         while len(self.spares) < n:
@@ -466,7 +511,14 @@ class Worker:
         """One call in the candidate's process, after everything queued here is done; returns its times.
         ``record``: with the CUPTI stream record (every checked call; a random share of the timed ones)."""
         torch.cuda.synchronize()
-        return self.cand.call(call, wall, record)
+        res = self.cand.call(call, wall, record)
+        stray = stray_processes(self.runners.live_pids())
+        if stray:
+            raise CandidateViolation(
+                f"ptxrag_launch left {len(stray)} process(es) running (pid {', '.join(map(str, stray[:3]))}): "
+                "do the work in the calling process; a process of its own is outside every check"
+            )
+        return res
 
     def run_reference(self, inputs: dict) -> dict[str, torch.Tensor]:
         if self.job.get("precision", "float64") == "float64":
