@@ -254,3 +254,26 @@ def test_a_call_that_leaves_a_process_fails_as_a_violation(monkeypatch: pytest.M
     monkeypatch.setattr(worker, "stray_processes", lambda runners: [4242] if runners == {200} else [])
     with pytest.raises(worker.CandidateViolation, match="left 1 process"):
         w.run_candidate(0)
+
+
+def test_closing_a_candidate_process_twice_leaves_reused_fds_alone() -> None:
+    """The timing stage closes the candidate's process before timing the library (a kernel it left running
+    would slow the baseline and, through the worker's baseline cache, every later candidate's speedup); the
+    job's end closes it again, by which time its fd numbers may be another pipe's."""
+    import subprocess
+    import sys
+
+    proc = worker.CandidateProcess.__new__(worker.CandidateProcess)
+    cmd_r, proc.cmd_w = os.pipe()
+    proc.res_r, res_w = os.pipe()
+    proc.proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.closed = False
+    proc.close()
+    r, w = os.pipe()  # may take the numbers just freed
+    try:
+        proc.close()
+        os.write(w, b"x")
+        assert os.read(r, 1) == b"x"
+    finally:
+        for fd in (r, w, cmd_r, res_w):
+            os.close(fd)

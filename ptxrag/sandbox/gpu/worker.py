@@ -109,6 +109,7 @@ class CandidateProcess:
         os.close(res_w)
         self.buf = b""
         self.started = False
+        self.closed = False
         self.rt = ctypes.CDLL(abi.find_cudart())
         self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
         self.cu = ctypes.CDLL("libcuda.so.1")
@@ -221,6 +222,9 @@ class CandidateProcess:
         return res
 
     def close(self) -> None:
+        if getattr(self, "closed", False):
+            return  # closed already: its fd numbers may belong to another process's pipes by now
+        self.closed = True
         with contextlib.suppress(OSError):
             os.write(self.cmd_w, b'{"op": "exit"}\n')
         for fd in (self.cmd_w, self.res_r):
@@ -825,6 +829,11 @@ class Worker:
             res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = BASELINES[key]
             res["baseline_cached"] = True
         elif self.baseline is not None:
+            # nothing of the candidate's may run beside the library's timing: a kernel its process left
+            # running (a side stream in an unrecorded repetition) would slow the baseline and inflate the
+            # speedup, of this candidate and, through BASELINES, of every later one in this worker. The
+            # process goes (its CUDA context with it); processes it started fail its calls (run_candidate).
+            self.cand.close()
             held[:] = [-1] * TIMING_SLOTS
             res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = self.time_fn(
                 base, prepare, None, warmup, reps, poison=False
