@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -277,3 +278,93 @@ def test_closing_a_candidate_process_twice_leaves_reused_fds_alone() -> None:
     finally:
         for fd in (r, w, cmd_r, res_w):
             os.close(fd)
+
+
+# -- the harness's files are out of the candidate's reach -------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox uid needs root")
+def test_a_sandbox_uid_cannot_rewrite_or_replace_the_harness_files(tmp_path: Any) -> None:
+    """The worker's directory goes to the sandbox uid (the candidate's processes run as it), and everything in
+    it went too: runner.py, audit.so and the reference could be rewritten (or unlinked and replaced) by a
+    candidate for every later candidate process and job. The harness folder stays the parent's."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from ptxrag.sandbox.containment import Limits, prepare_workdir
+    from ptxrag.sandbox.worker_client import HARNESS_DIR
+
+    base = Path(tempfile.mkdtemp(prefix="ptxrag-harness-test-"))  # pytest's tmp_path is not traversable
+    base.chmod(0o755)
+    work = base / "work"
+    try:
+        (work / HARNESS_DIR).mkdir(parents=True)
+        (work / HARNESS_DIR).chmod(0o755)
+        (work / HARNESS_DIR / "runner.py").write_text("trusted\n")
+        (work / "scratch.txt").write_text("the child's\n")
+        uid = 64123
+        prepare_workdir(work, Limits(uid=uid))
+        assert (work / HARNESS_DIR).stat().st_uid == os.geteuid()
+        assert (work / HARNESS_DIR / "runner.py").stat().st_uid == os.geteuid()
+        assert (work / "scratch.txt").stat().st_uid == uid and work.stat().st_uid == uid
+        attack = (
+            'h="$1"; ok=""\n'
+            '(echo evil > "$h/runner.py") 2>/dev/null && ok="$ok write"\n'
+            'mv "$h/runner.py" "$h/../old.py" 2>/dev/null && ok="$ok replace"\n'
+            'echo mine > "$h/../scratch.txt"\n'
+            'echo "${ok:-none}"\n'
+        )
+        out = subprocess.run(
+            ["/bin/sh", "-c", attack, "sh", str(work / HARNESS_DIR)],
+            user=uid,
+            group=uid,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.strip() == "none", out.stdout
+        assert (work / HARNESS_DIR / "runner.py").read_text() == "trusted\n"
+        assert (work / "scratch.txt").read_text() == "mine\n"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_worker_imports_the_reference_before_the_candidate_library_loads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A candidate's constructors run when its library loads; the reference was imported after that, so a
+    constructor could rewrite reference.py (a reference of zeros, a baseline that sleeps)."""
+    ref = tmp_path / "reference.py"
+    ref.write_text("def reference(inputs, scalars):\n    return 'honest'\n")
+
+    class Cand:
+        cu = None
+
+        def load(self, library: str) -> list[str]:
+            ref.write_text(
+                "def reference(inputs, scalars):\n    return 'forged'\n"
+            )  # what a constructor could do
+            return []
+
+    class Runners:
+        def take(self) -> Cand:
+            return Cand()
+
+    class FakeCuda:
+        @staticmethod
+        def Stream(device: Any = None) -> None:  # noqa: N802
+            return None
+
+    monkeypatch.setattr(worker, "torch", torch)
+    monkeypatch.setattr(torch, "cuda", FakeCuda)
+    monkeypatch.setattr(worker, "ExposedMemory", lambda device, base_of: type("M", (), {"segments": set()})())
+    job = {
+        "library": "x.so",
+        "reference_file": str(ref),
+        "reference_function": "reference",
+        "baseline_function": "baseline",
+        "scalars": [],
+    }
+    w = worker.Worker(job, Runners())  # type: ignore[arg-type]
+    assert w.reference({}, {}) == "honest"

@@ -379,9 +379,7 @@ class Worker:
         self.exposed = ExposedMemory(self.device, lambda p: allocation_base(cand.cu, p))
         cand.exportable = self.exposed.segments
         self.call_wall_max = 0.0  # the longest checked call of the candidate itself (s): mutants' hang limit
-        refused = cand.load(job["library"])
-        if refused:
-            raise CandidateViolation("; ".join(refused))
+        # the reference first: no code of the candidate has run yet (its library's constructors run at load)
         spec = importlib.util.spec_from_file_location("ptxrag_task_reference", job["reference_file"])
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {job['reference_file']}")
@@ -389,6 +387,9 @@ class Worker:
         spec.loader.exec_module(mod)
         self.reference = getattr(mod, job["reference_function"])
         self.baseline = getattr(mod, job["baseline_function"], None)
+        refused = cand.load(job["library"])
+        if refused:
+            raise CandidateViolation("; ".join(refused))
         self.stream = torch.cuda.Stream(device=self.device)
         self.scalars = {s["name"]: float(s["value"]) for s in job["scalars"]}
         self.guards: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []

@@ -19,7 +19,7 @@ from ..containment import describe_exit, run_contained, tail
 from ..opcodes import resolve
 from ..results import CheckResult, ExecutionResult
 from ..toolchain import find_ncu
-from ..worker_client import child_env
+from ..worker_client import HARNESS_DIR, child_env
 from .correctness import describe_bad
 
 #: how long Nsight Compute may go on after the candidate's launch has ended (writing its report takes well
@@ -44,7 +44,7 @@ def run_execution(
     cmd = [
         *ncu_mod.ncu_command(str(ncu)),
         "--log-file", str(csv_path),
-        config.runner_python, str(work / "launch_once.py"), str(launch_job),
+        config.runner_python, str(work / HARNESS_DIR / "launch_once.py"), str(launch_job),
     ]  # fmt: skip
     rc, tracked = run_contained(
         cmd,

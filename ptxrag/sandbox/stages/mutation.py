@@ -25,7 +25,7 @@ def build_task_mutants(config: SandboxConfig, task: TaskSpec, source: str) -> li
 def run_mutant(w: WorkerProcess, library: Path, tag: int, limit_s: float) -> tuple[str, str]:
     """A mutant's correctness checks in a fresh candidate process of this (loaded) worker:
     ("output changed" | "output unchanged" | "not built", detail)."""
-    lib = w.work / f"mutant-{tag}.so"
+    lib = w.harness / f"mutant-{tag}.so"  # the parent's folder: a candidate process cannot swap it
     shutil.copy2(library, lib)
     lib.chmod(0o644)
     try:
