@@ -368,3 +368,43 @@ def test_the_worker_imports_the_reference_before_the_candidate_library_loads(
     }
     w = worker.Worker(job, Runners())  # type: ignore[arg-type]
     assert w.reference({}, {}) == "honest"
+
+
+def test_the_profiled_launch_takes_library_and_warm_calls_from_the_evaluator_not_the_writable_job() -> None:
+    """launch.json lies in a folder the candidate's process (running while and after it is written) can write:
+    {"warm_calls": 0} made the profiled call the process's first (class 4, first-call-only kernels passed
+    again) and "library" could name another file."""
+    from ptxrag.sandbox.gpu import launch_once
+
+    forged = {"library": "/tmp/other.so", "warm_calls": 0}
+    argv = ["launch_once.py", "launch.json", "/work/harness/candidate.so", "2"]
+    assert launch_once.launch_params(argv, forged) == ("/work/harness/candidate.so", 2)
+    assert launch_once.launch_params(["launch_once.py", "j.json"], forged) == ("/tmp/other.so", 0)
+
+
+def test_the_execution_stage_puts_the_library_and_warm_calls_on_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from ptxrag.sandbox import SandboxConfig
+    from ptxrag.sandbox.containment import Tracked
+    from ptxrag.sandbox.stages import execution
+    from ptxrag.tasks import load_task
+
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "launch.json").write_text('{"warm_calls": 0, "library": "/tmp/other.so"}')
+    seen: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kw: Any) -> tuple[int, Tracked]:
+        seen.append(cmd)
+        return 1, Tracked()
+
+    monkeypatch.setattr(execution, "find_ncu", lambda: Path("/usr/bin/ncu"))
+    monkeypatch.setattr(execution, "run_contained", fake_run)
+    warm = set()
+    for _ in range(40):
+        execution.run_execution(SandboxConfig(), load_task("warp-reduce-redux"), tmp_path)
+        *_, script, job, library, n = seen[-1]
+        assert script == str(tmp_path / "harness" / "launch_once.py") and job.endswith("launch.json")
+        assert library == str(tmp_path / "harness" / "candidate.so")
+        warm.add(int(n))
+    assert warm <= {1, 2, 3} and len(warm) >= 2

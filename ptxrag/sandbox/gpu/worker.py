@@ -654,9 +654,8 @@ class Worker:
             "tensors": tensors,
             "scalars": [self.scalars[s["name"]] for s in self.job["scalars"]],
             "workspace_bytes": int(self.job.get("workspace_bytes", 0)),
-            # unprofiled calls before the profiled one (1-3, at random): counts never come from the
-            # process's first call only
-            "warm_calls": 1 + secrets.randbelow(3),
+            # the library and the unprofiled calls before the profiled one come from the evaluator's command
+            # line (stages/execution.py): this file is writable by the candidate's processes
         }
         with open(os.path.join(save_dir, "launch.json"), "w") as f:
             json.dump(launch, f)
