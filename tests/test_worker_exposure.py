@@ -408,3 +408,47 @@ def test_the_execution_stage_puts_the_library_and_warm_calls_on_the_command_line
         assert library == str(tmp_path / "harness" / "candidate.so")
         warm.add(int(n))
     assert warm <= {1, 2, 3} and len(warm) >= 2
+
+
+def test_no_candidate_process_outlives_the_checks_and_timing_loads_a_fresh_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checked process (with any thread it started: a thread named like a driver thread passes the thread
+    check) stayed alive through the profiled launch and the mutants, free to rewrite the profiler's report in
+    the job's folder. It now ends with the checks; timing loads the library into a fresh process."""
+
+    class Proc:
+        def __init__(self, name: str) -> None:
+            self.name, self.closed, self.loaded, self.exportable = name, False, None, None
+
+        def close(self) -> None:
+            self.closed = True
+
+        def load(self, library: str) -> list[str]:
+            self.loaded = library
+            return []
+
+    class Runners:
+        def __init__(self) -> None:
+            self.filled, self.n = 0, 0
+
+        def fill(self, n: int) -> None:
+            self.filled = n
+
+        def take(self, timeout_s: float | None = None) -> Proc:
+            self.n += 1
+            return Proc(f"fresh-{self.n}")
+
+    w = worker.Worker.__new__(worker.Worker)
+    checked = Proc("checked")
+    w.cand = w.main = checked  # type: ignore[assignment]
+    w.runners = Runners()  # type: ignore[assignment]
+    w.job = {"check_dims": [{"n": 1}, {"n": 2}], "library": "/h/candidate.so"}
+    w.exposed = cpu_exposed()
+    monkeypatch.setattr(w, "check_once", lambda dims, label, save=None: [{"passed": True}])
+    reply = w.correctness({"cmd": "correctness", "save_inputs": None})
+    assert reply["ok"] and checked.closed and w.runners.filled == 1  # type: ignore[attr-defined]
+    fresh = w.ensure_candidate()
+    assert fresh is not checked and fresh.loaded == "/h/candidate.so" and w.main is fresh  # type: ignore[attr-defined]
+    assert fresh.exportable is w.exposed.segments  # type: ignore[attr-defined]
+    assert w.ensure_candidate() is fresh  # alive: kept

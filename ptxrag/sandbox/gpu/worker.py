@@ -665,7 +665,29 @@ class Worker:
         for i, dims in enumerate(self.job["check_dims"]):
             label = f"check {i + 1}" + (" (awkward shape)" if i in self.job.get("awkward", []) else "")
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
+        self.retire_candidate()
         return {"ok": True, "checks": checks}
+
+    def retire_candidate(self) -> None:
+        """End the checked candidate process once its checks are done: no code of the candidate runs beside
+        the profiled launch and the mutants (a thread of it, named like a driver thread to pass the thread
+        check, could rewrite the profiler's report in the job's folder, or inputs a later process reads).
+        The timing stage loads the library into a fresh process (``ensure_candidate``); a spare starts now."""
+        self.cand.close()
+        self.runners.fill(1)
+
+    def ensure_candidate(self) -> CandidateProcess:
+        """The candidate's process for the next calls: the current one, or a fresh one with the library loaded
+        when the last was retired."""
+        if getattr(self.cand, "closed", False):
+            c = self.runners.take()
+            c.exportable = self.exposed.segments
+            refused = c.load(self.job["library"])
+            if refused:
+                c.close()
+                raise CandidateViolation("; ".join(refused))
+            self.cand = self.main = c
+        return self.cand
 
     def mutant(self, cmd: protocol.MutantCommand) -> protocol.MutantReply:
         """The correctness checks of a mutant library, in a fresh candidate process of its own (this
@@ -743,6 +765,7 @@ class Worker:
         t = self.job["timing"]
         dims = self.job["timing_dims"]
         reps, warmup = int(t["reps"]), int(t["warmup"])
+        self.ensure_candidate()
         self.guards = []
         # private contents (never shown to the candidate: no guards, no second copy)
         contents = [self.make_inputs(dims, secrets.randbits(63), guard=False) for _ in range(TIMING_CONTENTS)]
