@@ -242,3 +242,30 @@ def test_the_profiler_only_election_control_gets_a_built_elect_mutant(tmp_path: 
     source = (task_dir / "controls" / "profiler_elect.cu").read_text()
     mutants = build_mutants(source, gencode, required, out_dir=tmp_path)
     assert [(m.instruction, m.status) for m in mutants] == [("elect.sync", "built"), ("redux.sync", "built")]
+
+
+@pytest.mark.parametrize("outcome", ["error", "violation"])
+def test_a_mutant_whose_host_code_refuses_fails_the_candidate(outcome: str, tmp_path: Path) -> None:
+    """An error code with no device fault, or a forbidden behaviour, in a mutant is the host's choice (a kernel
+    can tell it is a mutant: warp-reduce-redux/controls/mutant_refuses.cu); it counted as 'the output changed'."""
+    from ptxrag.sandbox import SandboxConfig
+    from ptxrag.sandbox.stages import mutation as stage
+
+    class W:
+        harness = work = tmp_path
+        config = SandboxConfig()
+
+        def ask(self, cmd: dict, timeout: float, what: str) -> dict:
+            return {"ok": True, "outcome": outcome, "error": "ptxrag_launch returned 1"}
+
+    lib = tmp_path / "m.so"
+    lib.write_bytes(b"\x7fELF")
+    status, detail = stage.run_mutant(W(), lib, 0, 5.0)  # type: ignore[arg-type]
+    assert status == "host refused" and outcome in detail
+    built = [Mutant("redux.sync", str(lib), "built", 1, "zero-result", "built")]
+    res = stage._judge(built, W(), 5.0, 0.0)  # type: ignore[arg-type]
+    assert res.status == "failed" and "did not run as the candidate does" in res.message, res.message
+    for legit in ("faulted", "hung"):  # a fault or a hang is still what a removed instruction can cause
+        W.ask = lambda self, cmd, timeout, what, o=legit: {"ok": True, "outcome": o, "error": "x"}  # type: ignore[method-assign]
+        lib.write_bytes(b"\x7fELF")
+        assert stage._judge(built, W(), 5.0, 0.0).status == "passed"  # type: ignore[arg-type]
