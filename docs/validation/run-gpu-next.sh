@@ -53,7 +53,7 @@ case "${PART:-1}" in
     # the retired checked process, the fresh timing process and the pool touch every kernel): all references
     # and alternatives must succeed (warp-elect-sum's now with an elect.sync mutant), every control fail where
     # declared: profiler_elect and mutant_refuses at mutation, first_call_forged_job at execution,
-    # helper_process at correctness. Then the warm cost (the timing stage now loads the library into a
+    # helper_process and vendor_lib_symlink at correctness. Then the warm cost (the timing stage now loads the library into a
     # fresh process) against session 4's 11.3 s median.
     timeout 120 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_worker_exposure.py > /tmp/exposure.txt 2>&1
     rc=$?; log "exposed pool gpu test rc=$rc"; tail -6 /tmp/exposure.txt | tee -a "$OUT/log.txt"
