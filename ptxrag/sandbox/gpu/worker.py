@@ -406,6 +406,7 @@ class Worker:
         self.saved_ref = None
         self.workspace = None
         torch.cuda.synchronize()
+        self.exposed.pool = None  # every exposed tensor is gone: the pool and its segments go with it
         torch.cuda.empty_cache()
 
     # -- tensors --------------------------------------------------------------------------------------
