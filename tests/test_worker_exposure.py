@@ -452,3 +452,19 @@ def test_no_candidate_process_outlives_the_checks_and_timing_loads_a_fresh_one(
     assert fresh is not checked and fresh.loaded == "/h/candidate.so" and w.main is fresh  # type: ignore[attr-defined]
     assert fresh.exportable is w.exposed.segments  # type: ignore[attr-defined]
     assert w.ensure_candidate() is fresh  # alive: kept
+
+
+def test_lines_planted_in_a_later_processs_audit_log_are_not_its_violations(tmp_path: Any) -> None:
+    """audit-runner-N.log names are predictable and the folder outlives a job in a warm worker: a candidate
+    could write 'refused libcublas...' into the log of a process of the next job and fail an honest candidate."""
+    from ptxrag.sandbox.gpu import runner
+
+    log = tmp_path / "audit-runner-7.log"
+    log.write_text("refused /x/libcublas.so.13\n")  # planted before that process loads its candidate
+    r = runner.Runner.__new__(runner.Runner)
+    r.audit_log, r.audit_seen = str(log), 0
+    r.mark_audit_start()
+    assert r.audit_violations() == []
+    with open(log, "a") as f:
+        f.write("refused /y/libcudnn.so.9\n")  # what the audit writes for this candidate
+    assert r.audit_violations() == ["tried to load a forbidden library at run time: libcudnn.so.9 (refused)"]

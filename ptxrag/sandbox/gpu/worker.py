@@ -92,6 +92,8 @@ class CandidateProcess:
         #: seconds one reply may take (None: wait; the evaluator's deadline then stops the whole worker)
         self.timeout_s = timeout_s
         if self.audit_log:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.audit_log)  # a file of that name planted by an earlier job's candidate
             env["LD_AUDIT"] = audit
             env["PTXRAG_AUDIT_LOG"] = self.audit_log
             env["PTXRAG_AUDIT_FORBID"] = ":".join(FORBIDDEN_LIBRARIES)
