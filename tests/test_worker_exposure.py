@@ -445,12 +445,14 @@ def test_no_candidate_process_outlives_the_checks_and_timing_loads_a_fresh_one(
     w.runners = Runners()  # type: ignore[assignment]
     w.job = {"check_dims": [{"n": 1}, {"n": 2}], "library": "/h/candidate.so"}
     w.exposed = cpu_exposed()
+    w.workspace = torch.full((64,), 7, dtype=torch.uint8)  # what the checked process left there
     monkeypatch.setattr(w, "check_once", lambda dims, label, save=None: [{"passed": True}])
     reply = w.correctness({"cmd": "correctness", "save_inputs": None})
     assert reply["ok"] and checked.closed and w.runners.filled == 1  # type: ignore[attr-defined]
     fresh = w.ensure_candidate()
     assert fresh is not checked and fresh.loaded == "/h/candidate.so" and w.main is fresh  # type: ignore[attr-defined]
     assert fresh.exportable is w.exposed.segments  # type: ignore[attr-defined]
+    assert int(w.workspace.sum()) == 0  # a fresh process gets a zero-filled workspace, as the first did
     assert w.ensure_candidate() is fresh  # alive: kept
 
 

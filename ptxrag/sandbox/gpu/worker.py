@@ -679,12 +679,20 @@ class Worker:
         self.cand.close()
         self.runners.fill(1)
 
+    def hand_over(self, c: CandidateProcess) -> CandidateProcess:
+        """A fresh candidate process (a mutant's, the timing stage's) gets what the first one got: only the
+        exposed pool to map and a zero-filled workspace. The workspace outlives processes: what an earlier
+        process left there told a mutant that it is one (and carried anything else from process to process)."""
+        c.exportable = self.exposed.segments
+        if self.workspace is not None:
+            self.workspace.zero_()
+        return c
+
     def ensure_candidate(self) -> CandidateProcess:
         """The candidate's process for the next calls: the current one, or a fresh one with the library loaded
         when the last was retired."""
         if getattr(self.cand, "closed", False):
-            c = self.runners.take()
-            c.exportable = self.exposed.segments
+            c = self.hand_over(self.runners.take())
             refused = c.load(self.job["library"])
             if refused:
                 c.close()
@@ -697,8 +705,7 @@ class Worker:
         worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
         checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
         main = self.cand
-        m = self.runners.take(timeout_s=float(cmd["limit_s"]))
-        m.exportable = self.exposed.segments
+        m = self.hand_over(self.runners.take(timeout_s=float(cmd["limit_s"])))
         self.runners.fill(int(cmd.get("spares", 1)))  # the next mutant's process starts while this one runs
         self.cand = m
         try:
