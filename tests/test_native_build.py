@@ -61,3 +61,35 @@ def test_a_failed_build_leaves_neither_helper_nor_temporary(tmp_path):
     with pytest.raises(SandboxFailure, match="boom"):
         _build_into(dest, broken)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_audit_refuses_a_forbidden_library_behind_a_symlink_with_an_innocent_name(tmp_path):
+    """The rtld audit matched names as given: /tmp/x.so -> .../libcublas.so.13 loaded (class 7). It now
+    matches the resolved path too. Shown with a system library standing in for cuBLAS."""
+    import glob
+    import shutil
+    import subprocess
+    import sys
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    libs = sorted(glob.glob("/lib/x86_64-linux-gnu/libbz2.so.1*") + glob.glob("/usr/lib*/libbz2.so.1*"))
+    if cc is None or not libs:
+        pytest.skip("needs a C compiler and libbz2")
+    src = Path(__file__).resolve().parents[1] / "ptxrag" / "sandbox" / "gpu" / "native" / "audit.c"
+    audit = tmp_path / "audit.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(audit), str(src)], check=True)
+    innocent = tmp_path / "innocent.so"
+    innocent.symlink_to(libs[0])
+    log = tmp_path / "audit.log"
+    probe = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1]); print('loaded')\nexcept OSError:\n    print('refused')\n"
+    env = {"LD_AUDIT": str(audit), "PTXRAG_AUDIT_FORBID": "libcublas:libbz2", "PTXRAG_AUDIT_LOG": str(log)}
+
+    def load(path: Path) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", probe, str(path)], env=env, capture_output=True, text=True
+        )
+        return out.stdout.strip()
+
+    assert load(innocent) == "refused"
+    assert f"refused {innocent}" in log.read_text()
+    assert load(Path(libs[0])) == "refused"

@@ -220,3 +220,52 @@ def test_a_kernel_that_waits_on_a_copy_it_never_reads_gets_a_mutant_that_does_no
     assert m.status == "built" and m.how == "release", m
     text = "\n".join(i for ins in disassemble(Path(m.library_path or "")).kernels.values() for i in ins)
     assert "UBLKCP" not in text and "SYNCS.ARRIVE.TRANS64.RED" in text, text[:2000]
+
+
+def test_elect_sync_has_a_zero_result_mutation_that_elects_no_lane() -> None:
+    # a kernel that elects only under the profiler (lane 0 otherwise) kept its output with no mutant to run:
+    # warp-elect-sum/controls/profiler_elect.cu passed. Zeroing the predicate drops the elected lane's work.
+    (row,) = [r for r in table() if r.ptx == "elect.sync"]
+    assert row.mutation == "zero-result"
+    ptx = DECLS + "\t{\n\t.reg .pred p;\n\telect.sync _|p, %r1;\n\tselp.u32 %r2, 1, 0, p;\n\t}\n"
+    out, n, how = mutate_ptx(ptx, "elect.sync")
+    assert (n, how) == (1, "zero-result")
+    assert "elect.sync" not in out and "mov.pred p, 0;" in out and "selp.u32 %r2, 1, 0, p;" in out
+    out, n, _ = mutate_ptx(DECLS + "\t@%p2 elect.sync %r3|%p1, -1;\n", "elect.sync")
+    assert n == 1 and "@%p2 mov.b32 %r3, 0;" in out and "@%p2 mov.pred %p1, 0;" in out
+
+
+@pytest.mark.slow
+def test_the_profiler_only_election_control_gets_a_built_elect_mutant(tmp_path: Path) -> None:
+    task_dir = ROOT / "tasks" / "suite" / "warp-elect-sum"
+    gencode, required = _task(task_dir)
+    source = (task_dir / "controls" / "profiler_elect.cu").read_text()
+    mutants = build_mutants(source, gencode, required, out_dir=tmp_path)
+    assert [(m.instruction, m.status) for m in mutants] == [("elect.sync", "built"), ("redux.sync", "built")]
+
+
+@pytest.mark.parametrize("outcome", ["error", "violation"])
+def test_a_mutant_whose_host_code_refuses_fails_the_candidate(outcome: str, tmp_path: Path) -> None:
+    """An error code with no device fault, or a forbidden behaviour, in a mutant is the host's choice (a kernel
+    can tell it is a mutant: warp-reduce-redux/controls/mutant_refuses.cu); it counted as 'the output changed'."""
+    from ptxrag.sandbox import SandboxConfig
+    from ptxrag.sandbox.stages import mutation as stage
+
+    class W:
+        harness = work = tmp_path
+        config = SandboxConfig()
+
+        def ask(self, cmd: dict, timeout: float, what: str) -> dict:
+            return {"ok": True, "outcome": outcome, "error": "ptxrag_launch returned 1"}
+
+    lib = tmp_path / "m.so"
+    lib.write_bytes(b"\x7fELF")
+    status, detail = stage.run_mutant(W(), lib, 0, 5.0)  # type: ignore[arg-type]
+    assert status == "host refused" and outcome in detail
+    built = [Mutant("redux.sync", str(lib), "built", 1, "zero-result", "built")]
+    res = stage._judge(built, W(), 5.0, 0.0)  # type: ignore[arg-type]
+    assert res.status == "failed" and "did not run as the candidate does" in res.message, res.message
+    for legit in ("faulted", "hung"):  # a fault or a hang is still what a removed instruction can cause
+        W.ask = lambda self, cmd, timeout, what, o=legit: {"ok": True, "outcome": o, "error": "x"}  # type: ignore[method-assign]
+        lib.write_bytes(b"\x7fELF")
+        assert stage._judge(built, W(), 5.0, 0.0).status == "passed"  # type: ignore[arg-type]

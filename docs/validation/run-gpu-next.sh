@@ -3,7 +3,9 @@
 # `run` call (600 s at most) with carry [".whl"]; every part leaves at most 7 files under $OUT (the device returns
 # 8 per call). Issue the next call within 30 s of the last one's return, or the machine goes back and the next
 # start costs a minute or more. Five parts do not fit in one session's 30 minutes: run 1 (closes issue 15, gives 16
-# its record), then 4 (the attention backward pass, issue 20), then 2, 3, 5 (issue 21). Usage on the GPU box: PART=1 bash docs/validation/run-gpu-next.sh   (1 to 5)
+# its record), then 4 (the attention backward pass, issue 20), then 2, 3, 5 (issue 21). Part 6 (session 6, issue 15:
+# the integrity fixes made without a GPU and their new controls) goes right after 1. Usage on the GPU box:
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 6)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -45,4 +47,22 @@ case "${PART:-1}" in
     rc=$?; log "hostile suite rc=$rc"; tail -15 "$OUT/hostile.txt"
     timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_sandbox_gpu.py > "$OUT/sandbox-gpu.txt" 2>&1
     rc=$?; log "sandbox gpu tests rc=$rc"; tail -12 "$OUT/sandbox-gpu.txt" ;;
+6)  # issue 15, session 6 (integrity holes found by reading the code, fixed without a GPU): the exposed memory
+    # pool really keeps private tensors out of what the candidate maps (gpu test), then every reference,
+    # control and alternative of the two tasks that got new controls plus bulk-copy-scale (the harness folder,
+    # the retired checked process, the fresh timing process and the pool touch every kernel): all references
+    # and alternatives must succeed (warp-elect-sum's now with an elect.sync mutant), every control fail where
+    # declared: profiler_elect and mutant_refuses at mutation, first_call_forged_job at execution,
+    # helper_process and vendor_lib_symlink at correctness. Then the warm cost (the timing stage now loads the library into a
+    # fresh process) against session 4's 11.3 s median.
+    timeout 120 python3 -m pytest -m gpu -v -s -p no:cacheprovider tests/test_worker_exposure.py > /tmp/exposure.txt 2>&1
+    rc=$?; log "exposed pool gpu test rc=$rc"; tail -6 /tmp/exposure.txt | tee -a "$OUT/log.txt"
+    T="warp-reduce-redux warp-elect-sum bulk-copy-scale"
+    for i in 0 1 2 3; do
+      timeout 330 python3 docs/validation/integrity-smoke.py "$OUT" --lane "$i/4" --shared --log "s6-lane-$i.jsonl" $T >> "$OUT/lanes.txt" 2>&1 &
+    done
+    wait; log "lanes done"
+    python3 docs/validation/integrity-summary.py "$OUT"/s6-lane-*.jsonl $T | tail -10 | tee -a "$OUT/log.txt"
+    timeout 150 python3 benchmarks/sandbox_bench.py --runs 4 > "$OUT/bench-warm-s6.txt" 2>&1
+    rc=$?; log "sandbox_bench warm rc=$rc"; tail -8 "$OUT/bench-warm-s6.txt" ;;
 esac

@@ -311,11 +311,19 @@ def user_namespaces_available() -> bool:
         os.rmdir(work)
 
 
+#: a top-level folder of a child's directory that stays the parent's: what the harness runs and trusts there
+#: (worker_client.HARNESS_DIR); the child may read it, not write it
+PARENT_OWNED_DIR = "harness"
+
+
 def prepare_workdir(workdir: Path, limits: Limits) -> None:
-    """Hand the child's directory (and what is in it) to the child's uid, when it has one."""
+    """Hand the child's directory (and what is in it) to the child's uid, when it has one; its
+    ``PARENT_OWNED_DIR`` folder stays the parent's."""
     if limits.uid is None or os.geteuid() != 0:
         return
     for root, dirs, files in os.walk(workdir):
+        if Path(root) == Path(workdir):
+            dirs[:] = [d for d in dirs if d != PARENT_OWNED_DIR]
         for name in [*dirs, *files]:
             os.chown(os.path.join(root, name), limits.uid, limits.uid)
     os.chown(workdir, limits.uid, limits.uid)

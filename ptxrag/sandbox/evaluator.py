@@ -245,16 +245,18 @@ class Sandbox:
         work = w.work
         later = "correctness did not pass"
         try:
-            lib = work / "candidate.so"
+            lib = (
+                w.harness / "candidate.so"
+            )  # the parent's folder: the candidate's processes cannot replace it
             shutil.copy2(library, lib)
-            ref = work / "reference.py"
+            ref = w.harness / "reference.py"
             shutil.copy2(task.path(task.reference.file), ref)
             for p in (lib, ref):
                 p.chmod(0o644)
             job = worker_job(task, lib, ref, self._baseline_key(task))
-            (work / "job.json").write_text(json.dumps(job))
+            (w.harness / "job.json").write_text(json.dumps(job))
             with self._hold_gpu("shared"):
-                corr = run_correctness(w, work / "job.json")
+                corr = run_correctness(w, w.harness / "job.json")
             if not corr.ok:
                 return corr, skipped("execution", later), skipped("mutation", later), skipped("timing", later)  # type: ignore[return-value]
             stage("execution")

@@ -109,7 +109,9 @@ class MutantOutcome(_Result):
     """One required instruction, removed or with its result replaced, and what the correctness check said."""
 
     ptx: str
-    status: Literal["output changed", "output unchanged", "not mutable", "not built"]
+    #: "host refused": the mutant's ptxrag_launch returned an error code without a device fault, or broke a
+    #: run-time rule: the host's choice, no evidence about the instruction's result (the candidate fails)
+    status: Literal["output changed", "output unchanged", "host refused", "not mutable", "not built"]
     how: str = ""
     detail: str = ""
 

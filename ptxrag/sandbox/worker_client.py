@@ -18,7 +18,7 @@ from ptxrag.base.errors import SandboxFailure
 from ptxrag.tasks.spec import TaskSpec
 
 from .config import SandboxConfig
-from .containment import Contained, clean_env, describe_exit
+from .containment import PARENT_OWNED_DIR, Contained, clean_env, describe_exit
 from .gpu import protocol
 from .native import native_helpers
 from .toolchain import ToolchainError
@@ -26,6 +26,13 @@ from .toolchain import ToolchainError
 GPU_DIR = Path(__file__).parent / "gpu"
 #: the files the worker runs by path in its directory (standard library and torch only)
 WORKER_FILES = ("worker.py", "runner.py", "launch_once.py", "abi.py", "protocol.py")
+#: the folder of the worker's directory holding what the harness runs or trusts: the worker's scripts, the rtld
+#: audit and CUPTI libraries, each job's job.json, reference, candidate and mutant libraries. It stays the
+#: parent's (``containment.prepare_workdir`` hands the rest to a sandbox uid), so the candidate's processes
+#: can read it but not write it: before, a candidate could rewrite runner.py or audit.so for every later
+#: candidate process (mutants, the next jobs of a warm worker), launch_once.py for the ncu launch, the
+#: reference before the worker imported it, or a mutant library before it ran
+HARNESS_DIR = PARENT_OWNED_DIR
 
 
 def child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
@@ -71,14 +78,17 @@ class WorkerProcess:
         #: artifacts go to different folders, e.g. the service's)
         self.artifacts_dir = config.artifacts_dir
         self.work = work = Path(tempfile.mkdtemp(prefix="ptxrag-eval-"))
+        self.harness = harness = work / HARNESS_DIR
+        harness.mkdir()
+        harness.chmod(0o755)
         # the child reads nothing outside its directory but its interpreter (an isolated uid may see no more)
         for name in WORKER_FILES:
-            shutil.copy2(GPU_DIR / name, work / name)
+            shutil.copy2(GPU_DIR / name, harness / name)
         self.start_error: str | None = None
         try:
             helpers = native_helpers()  # the candidate process's rtld audit and CUPTI stream monitor
-            shutil.copy2(helpers.audit, work / "audit.so")
-            shutil.copy2(helpers.monitor, work / "monitor.so")
+            shutil.copy2(helpers.audit, harness / "audit.so")
+            shutil.copy2(helpers.monitor, harness / "monitor.so")
         except (SandboxFailure, ToolchainError, OSError) as e:
             self.start_error = f"harness error: the candidate process's run-time checks are unavailable: {e}"
         self.log = work / "worker.log"
@@ -91,7 +101,7 @@ class WorkerProcess:
         cmd_r, self.cmd_w = os.pipe()
         self.res_r, res_w = os.pipe()
         self.c = Contained(
-            [config.runner_python, str(work / "worker.py"), str(cmd_r), str(res_w)],
+            [config.runner_python, str(harness / "worker.py"), str(cmd_r), str(res_w)],
             cwd=work,
             env=child_env(config, work),
             limits=config.limits,
@@ -165,7 +175,10 @@ class WorkerProcess:
         if not res.get("ok") or not self.reusable:
             self.close()
             return False
-        keep = {*WORKER_FILES, "audit.so", "monitor.so", self.log.name}
+        keep = {HARNESS_DIR, self.log.name}
+        for p in self.harness.iterdir():  # the job's files (candidate, reference, mutants)
+            if p.name not in {*WORKER_FILES, "audit.so", "monitor.so"}:
+                p.unlink(missing_ok=True)
         for p in self.work.iterdir():
             if p.name not in keep and not p.name.startswith("audit-runner-"):
                 if p.is_dir():

@@ -1,9 +1,13 @@
 """Launch a candidate, without torch: the process Nsight Compute profiles (one call of a few, not the first).
 
-Usage: python launch_once.py JOB.json
+Usage: python launch_once.py JOB.json [LIBRARY WARM_CALLS]
 JOB.json: {"library": path, "tensors": [{"file", "dtype", "shape", "strides", "output"}],
-           "scalars": [...], "workspace_bytes": n}
-Input tensors are raw bytes saved by the correctness stage (the same values the check used).
+           "scalars": [...], "workspace_bytes": n, "warm_calls": k}
+Input tensors are raw bytes saved by the correctness stage (the same values the check used). JOB.json is
+written by the GPU worker into a folder the candidate's processes can write (its process was running while
+and after it was written), so what decides whose counts these are comes from the command line, from the
+evaluator: the library to load and how many unprofiled calls come first (before, a candidate could set
+"warm_calls" to 0 and make the profiled call its process's first, or point "library" at another file).
 Exit code 0 when the call returned 0 and the device reported no error.
 """
 
@@ -28,11 +32,19 @@ def _check(rt, rc: int, what: str) -> None:
         sys.exit(3)
 
 
-def main(job_path: str) -> int:
-    with open(job_path) as f:
+def launch_params(argv: list[str], job: dict) -> tuple[str, int]:
+    """(library, unprofiled calls before the profiled one): the command line's, else JOB.json's."""
+    if len(argv) >= 4:
+        return argv[2], max(0, int(argv[3]))
+    return job["library"], int(job.get("warm_calls", 0))
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1]) as f:
         job = json.load(f)
+    library, warm_calls = launch_params(argv, job)
     rt = ctypes.CDLL(abi.find_cudart())
-    _, launch = abi.load_candidate(job["library"])
+    _, launch = abi.load_candidate(library)
     ins: list[abi.Tensor] = []
     outs: list[abi.Tensor] = []
     keep: list[bytearray] = []
@@ -67,7 +79,7 @@ def main(job_path: str) -> int:
     call = abi.Call(ins, outs, list(job.get("scalars", [])), stream.value or 0, ws.value or 0, wsb)
     # unprofiled calls first (ncu runs with --profile-from-start off), then the outputs poisoned again
     # and one call between cudaProfilerStart and cudaProfilerStop: its outputs are the ones checked
-    for _ in range(int(job.get("warm_calls", 0))):
+    for _ in range(warm_calls):
         rc = launch(ctypes.byref(call.args))
         if rc != 0:
             print(f"launch_once: {abi.describe_rc(rc)}", file=sys.stderr)
@@ -98,4 +110,4 @@ def main(job_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv))

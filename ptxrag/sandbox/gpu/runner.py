@@ -82,6 +82,7 @@ class Runner:
     # -- commands -------------------------------------------------------------------------------------------
     def load(self, cmd: dict) -> dict:
         self.audit_log = cmd.get("audit_log")
+        self.mark_audit_start()
         if cmd.get("monitor"):
             mon = ctypes.CDLL(cmd["monitor"])
             mon.ptxrag_monitor_error.restype = ctypes.c_char_p
@@ -205,6 +206,16 @@ class Runner:
             except OSError:
                 continue
         return out
+
+    def mark_audit_start(self) -> None:
+        """Lines already in the audit log are not this candidate's: the log's name is predictable
+        (audit-runner-N.log in the job's folder, kept across the jobs of a warm worker), so a candidate could
+        plant "refused" lines in the log of a later job's process and fail an honest candidate there."""
+        try:
+            with open(self.audit_log or "") as f:
+                self.audit_seen = len(f.read().splitlines())
+        except OSError:
+            self.audit_seen = 0
 
     def audit_violations(self) -> list[str]:
         """Library loads the audit library refused (or saw mapped) since the last look."""

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 try:
     from . import abi, protocol  # type: ignore[no-redef]
@@ -91,6 +92,8 @@ class CandidateProcess:
         #: seconds one reply may take (None: wait; the evaluator's deadline then stops the whole worker)
         self.timeout_s = timeout_s
         if self.audit_log:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.audit_log)  # a file of that name planted by an earlier job's candidate
             env["LD_AUDIT"] = audit
             env["PTXRAG_AUDIT_LOG"] = self.audit_log
             env["PTXRAG_AUDIT_FORBID"] = ":".join(FORBIDDEN_LIBRARIES)
@@ -108,6 +111,7 @@ class CandidateProcess:
         os.close(res_w)
         self.buf = b""
         self.started = False
+        self.closed = False
         self.rt = ctypes.CDLL(abi.find_cudart())
         self.rt.cudaIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
         self.cu = ctypes.CDLL("libcuda.so.1")
@@ -117,6 +121,8 @@ class CandidateProcess:
             ctypes.c_uint64,
         ]
         self.bases: dict[int, int] = {}  # allocation base here -> its base in the candidate's process
+        #: the only allocation bases this process may map (ExposedMemory.segments); None: no restriction
+        self.exportable: set[int] | None = None
         self.next_id = 0
 
     def ask(self, cmd: dict) -> dict:
@@ -168,19 +174,22 @@ class CandidateProcess:
         return list(res.get("audit", []))
 
     def remote_ptr(self, ptr: int) -> int:
-        """The address of ``ptr`` (inside a PyTorch allocation) in the candidate's process."""
-        base, size = ctypes.c_uint64(), ctypes.c_size_t()
-        rc = self.cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
-        if rc != 0:
-            raise HarnessError(f"cuMemGetAddressRange failed ({rc})")
-        if base.value not in self.bases:
+        """The address of ``ptr`` (inside a PyTorch allocation) in the candidate's process. CUDA IPC maps the
+        whole allocation, so only allocations of the exposed pool (``exportable``) are ever shared."""
+        base = allocation_base(self.cu, ptr)
+        if base not in self.bases:
+            if self.exportable is not None and base not in self.exportable:
+                raise HarnessError(
+                    f"refused to share allocation {base:#x} with the candidate: it is not one of the exposed "
+                    "pool's (private tensors may lie in it)"
+                )
             handle = ctypes.create_string_buffer(64)
-            rc = self.rt.cudaIpcGetMemHandle(handle, ctypes.c_void_p(base.value))
+            rc = self.rt.cudaIpcGetMemHandle(handle, ctypes.c_void_p(base))
             if rc != 0:
                 raise HarnessError(f"cudaIpcGetMemHandle failed ({rc})")
             res = self.checked({"op": "map", "handles": [handle.raw.hex()]})
-            self.bases[base.value] = int(res["ptrs"][0])
-        return self.bases[base.value] + (ptr - base.value)
+            self.bases[base] = int(res["ptrs"][0])
+        return self.bases[base] + (ptr - base)
 
     def prepare(self, inputs: list, outputs: list, scalars: list[float], workspace) -> int:
         def desc(x: torch.Tensor) -> list:
@@ -215,6 +224,9 @@ class CandidateProcess:
         return res
 
     def close(self) -> None:
+        if getattr(self, "closed", False):
+            return  # closed already: its fd numbers may belong to another process's pipes by now
+        self.closed = True
         with contextlib.suppress(OSError):
             os.write(self.cmd_w, b'{"op": "exit"}\n')
         for fd in (self.cmd_w, self.res_r):
@@ -224,6 +236,87 @@ class CandidateProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def children_of(pid: int, proc: str = "/proc") -> set[int]:
+    """The live children of ``pid`` (every thread's: a subreaper's adopted orphans go to any of its threads)."""
+    out: set[int] = set()
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children") as f:
+                out |= {int(c) for c in f.read().split()}
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def stray_processes(runners: set[int], me: int | None = None, proc: str = "/proc") -> list[int]:
+    """Processes in this worker's tree that are none of its candidate processes ``runners``: anything a
+    runner started (its descendants) and any child of the worker that is not a runner (the worker is a
+    subreaper, so a descendant that left its parent, double fork and setsid included, becomes its child).
+    A process the candidate leaves running is work outside the calling process and out of every per-process
+    record (CUPTI, the rtld audit: a helper may exec with a clean environment and load cuBLAS)."""
+    me = os.getpid() if me is None else me
+    stray = children_of(me, proc) - runners
+    todo = [*stray, *runners]
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        kids = children_of(pid, proc)
+        stray |= kids
+        todo += kids
+    return sorted(stray)
+
+
+def allocation_base(cu: ctypes.CDLL, ptr: int) -> int:
+    """The base address of the cudaMalloc allocation holding ``ptr`` (what CUDA IPC shares whole)."""
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    rc = cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr))
+    if rc != 0:
+        raise HarnessError(f"cuMemGetAddressRange failed ({rc})")
+    return int(base.value)
+
+
+class ExposedMemory:
+    """The allocations the candidate's process maps (inputs, outputs, workspace), from a pool of their own.
+
+    CUDA IPC shares a whole cudaMalloc allocation, and PyTorch's caching allocator carves many tensors out of
+    one (2 MiB segments for small tensors, 20 MiB ones for medium tensors, freed blocks reused for later
+    ones), and the candidate's process keeps every mapping for the whole job. Sharing an input from the default
+    pool therefore shared whatever lay in its segment then or later: the private copy the reference is computed
+    from and the inputs are compared with, the references, the timed repetitions' gathered samples. A kernel
+    that found the private copy of its input (a byte-equal region near it) could zero both: the inputs look
+    unchanged and the reference of zeros agrees with its zeros. Tensors allocated here come from a
+    ``torch.cuda.MemPool``, whose segments hold only tensors allocated in it, and nothing private ever is.
+    ``segments`` are their allocation bases: the only ones the worker shares (CandidateProcess.remote_ptr).
+    """
+
+    def __init__(self, device: torch.device, base_of: Callable[[int], int]) -> None:
+        self.device = device
+        pool_cls = getattr(torch.cuda, "MemPool", None)
+        self.pool = pool_cls() if pool_cls is not None else None
+        self.segments: set[int] = set()
+        self.base_of = base_of
+
+    def empty(self, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised tensor in the exposed pool (fill it outside: temporaries must stay private)."""
+        ctx = (
+            torch.cuda.use_mem_pool(self.pool, device=self.device)
+            if self.pool is not None
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            x = torch.empty(shape, dtype=dtype, device=self.device)
+        if x.numel():
+            self.segments.add(self.base_of(x.data_ptr()))
+        return x
 
 
 def exit_text(returncode: int | None) -> str:
@@ -243,10 +336,18 @@ class Runners:
         self.workdir = workdir
         self.spares: list[CandidateProcess] = []
         self.started = 0
+        self.every: list[CandidateProcess] = []
 
     def _new(self) -> CandidateProcess:
         self.started += 1
-        return CandidateProcess(self.workdir, tag=f"runner-{self.started}")
+        c = CandidateProcess(self.workdir, tag=f"runner-{self.started}")
+        self.every.append(c)
+        return c
+
+    def live_pids(self) -> set[int]:
+        """The candidate processes this worker started that still run (spares included)."""
+        self.every = [c for c in self.every if c.proc.poll() is None]
+        return {c.proc.pid for c in self.every}
 
     def fill(self, n: int) -> None:
         while len(self.spares) < n:
@@ -276,10 +377,11 @@ class Worker:
         self.runners = runners
         self.cand = cand = runners.take()
         self.main = cand
+        # everything the candidate's processes map comes from here, and nothing else is ever shared with them
+        self.exposed = ExposedMemory(self.device, lambda p: allocation_base(cand.cu, p))
+        cand.exportable = self.exposed.segments
         self.call_wall_max = 0.0  # the longest checked call of the candidate itself (s): mutants' hang limit
-        refused = cand.load(job["library"])
-        if refused:
-            raise CandidateViolation("; ".join(refused))
+        # the reference first: no code of the candidate has run yet (its library's constructors run at load)
         spec = importlib.util.spec_from_file_location("ptxrag_task_reference", job["reference_file"])
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {job['reference_file']}")
@@ -287,19 +389,26 @@ class Worker:
         spec.loader.exec_module(mod)
         self.reference = getattr(mod, job["reference_function"])
         self.baseline = getattr(mod, job["baseline_function"], None)
+        refused = cand.load(job["library"])
+        if refused:
+            raise CandidateViolation("; ".join(refused))
         self.stream = torch.cuda.Stream(device=self.device)
         self.scalars = {s["name"]: float(s["value"]) for s in job["scalars"]}
         self.guards: list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self.saved_ref: dict[str, torch.Tensor] | None = None
         ws = int(job.get("workspace_bytes", 0))
-        self.workspace = torch.zeros(ws, dtype=torch.uint8, device=self.device) if ws else None
+        self.workspace = self.exposed.empty([ws], torch.uint8) if ws else None
+        if self.workspace is not None:
+            self.workspace.zero_()
 
     def close(self) -> None:
         """End the job: the candidate's process goes; torch's cached blocks of this job's buffers too."""
         self.cand.close()
         self.guards = []
         self.saved_ref = None
+        self.workspace = None
         torch.cuda.synchronize()
+        self.exposed.pool = None  # every exposed tensor is gone: the pool and its segments go with it
         torch.cuda.empty_cache()
 
     # -- tensors --------------------------------------------------------------------------------------
@@ -328,7 +437,7 @@ class Worker:
         for d in shape:
             numel *= d
         nbytes = numel * torch.empty((), dtype=dtype).element_size()
-        raw = torch.empty(2 * GUARD_BYTES + nbytes, dtype=torch.uint8, device=self.device)
+        raw = self.exposed.empty([2 * GUARD_BYTES + nbytes], torch.uint8)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(secrets.randbits(63))
         raw.copy_(torch.randint(0, 256, raw.shape, generator=gen, device=self.device, dtype=torch.uint8))
@@ -410,7 +519,14 @@ class Worker:
         """One call in the candidate's process, after everything queued here is done; returns its times.
         ``record``: with the CUPTI stream record (every checked call; a random share of the timed ones)."""
         torch.cuda.synchronize()
-        return self.cand.call(call, wall, record)
+        res = self.cand.call(call, wall, record)
+        stray = stray_processes(self.runners.live_pids())
+        if stray:
+            raise CandidateViolation(
+                f"ptxrag_launch left {len(stray)} process(es) running (pid {', '.join(map(str, stray[:3]))}): "
+                "do the work in the calling process; a process of its own is outside every check"
+            )
+        return res
 
     def run_reference(self, inputs: dict) -> dict[str, torch.Tensor]:
         if self.job.get("precision", "float64") == "float64":
@@ -444,8 +560,11 @@ class Worker:
         nonfinite = int((~torch.isfinite(o) & torch.isfinite(r) & ~poisoned).sum())
         err = (o - r).abs()
         err = torch.where(torch.isnan(err) & ~(torch.isnan(o) & ref_nan), torch.full_like(err, math.inf), err)
-        err = torch.where(torch.isnan(o) & ref_nan, torch.zeros_like(err), err)
-        allowed = tol["atol"] + tol["rtol"] * r.abs()
+        # equal values (an infinite reference included: inf - inf is NaN) and NaN where the reference is NaN
+        err = torch.where((torch.isnan(o) & ref_nan) | (o == r), torch.zeros_like(err), err)
+        # a tolerance scales a finite reference only: atol + rtol * inf is inf (and NaN with rtol = 0), which
+        # accepted any value, NaN or unwritten included, wherever the reference is infinite
+        allowed = torch.where(torch.isfinite(r), tol["atol"] + tol["rtol"] * r.abs(), torch.zeros_like(r))
         bad = err > allowed
         mism = int(bad.sum())
         flat = int(torch.argmax(torch.where(bad, err - allowed, err)).item()) if out.numel() else 0
@@ -538,9 +657,8 @@ class Worker:
             "tensors": tensors,
             "scalars": [self.scalars[s["name"]] for s in self.job["scalars"]],
             "workspace_bytes": int(self.job.get("workspace_bytes", 0)),
-            # unprofiled calls before the profiled one (1-3, at random): counts never come from the
-            # process's first call only
-            "warm_calls": 1 + secrets.randbelow(3),
+            # the library and the unprofiled calls before the profiled one come from the evaluator's command
+            # line (stages/execution.py): this file is writable by the candidate's processes
         }
         with open(os.path.join(save_dir, "launch.json"), "w") as f:
             json.dump(launch, f)
@@ -550,14 +668,44 @@ class Worker:
         for i, dims in enumerate(self.job["check_dims"]):
             label = f"check {i + 1}" + (" (awkward shape)" if i in self.job.get("awkward", []) else "")
             checks += self.check_once(dims, label, cmd.get("save_inputs") if i == 0 else None)
+        self.retire_candidate()
         return {"ok": True, "checks": checks}
+
+    def retire_candidate(self) -> None:
+        """End the checked candidate process once its checks are done: no code of the candidate runs beside
+        the profiled launch and the mutants (a thread of it, named like a driver thread to pass the thread
+        check, could rewrite the profiler's report in the job's folder, or inputs a later process reads).
+        The timing stage loads the library into a fresh process (``ensure_candidate``); a spare starts now."""
+        self.cand.close()
+        self.runners.fill(1)
+
+    def hand_over(self, c: CandidateProcess) -> CandidateProcess:
+        """A fresh candidate process (a mutant's, the timing stage's) gets what the first one got: only the
+        exposed pool to map and a zero-filled workspace. The workspace outlives processes: what an earlier
+        process left there told a mutant that it is one (and carried anything else from process to process)."""
+        c.exportable = self.exposed.segments
+        if self.workspace is not None:
+            self.workspace.zero_()
+        return c
+
+    def ensure_candidate(self) -> CandidateProcess:
+        """The candidate's process for the next calls: the current one, or a fresh one with the library loaded
+        when the last was retired."""
+        if getattr(self.cand, "closed", False):
+            c = self.hand_over(self.runners.take())
+            refused = c.load(self.job["library"])
+            if refused:
+                c.close()
+                raise CandidateViolation("; ".join(refused))
+            self.cand = self.main = c
+        return self.cand
 
     def mutant(self, cmd: protocol.MutantCommand) -> protocol.MutantReply:
         """The correctness checks of a mutant library, in a fresh candidate process of its own (this
         worker's inputs, references and its candidate's process stay). ``outcome``: "checks" (with the
         checks), or what stopped it: "hung", "faulted", "violation", "error", "not loaded"."""
         main = self.cand
-        m = self.runners.take(timeout_s=float(cmd["limit_s"]))
+        m = self.hand_over(self.runners.take(timeout_s=float(cmd["limit_s"])))
         self.runners.fill(int(cmd.get("spares", 1)))  # the next mutant's process starts while this one runs
         self.cand = m
         try:
@@ -627,6 +775,7 @@ class Worker:
         t = self.job["timing"]
         dims = self.job["timing_dims"]
         reps, warmup = int(t["reps"]), int(t["warmup"])
+        self.ensure_candidate()
         self.guards = []
         # private contents (never shown to the candidate: no guards, no second copy)
         contents = [self.make_inputs(dims, secrets.randbits(63), guard=False) for _ in range(TIMING_CONTENTS)]
@@ -713,6 +862,11 @@ class Worker:
             res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = BASELINES[key]
             res["baseline_cached"] = True
         elif self.baseline is not None:
+            # nothing of the candidate's may run beside the library's timing: a kernel its process left
+            # running (a side stream in an unrecorded repetition) would slow the baseline and inflate the
+            # speedup, of this candidate and, through BASELINES, of every later one in this worker. The
+            # process goes (its CUDA context with it); processes it started fail its calls (run_candidate).
+            self.cand.close()
             held[:] = [-1] * TIMING_SLOTS
             res["baseline_median_ms"], res["baseline_device_sync_median_ms"] = self.time_fn(
                 base, prepare, None, warmup, reps, poison=False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..containment import describe_exit, run_contained, tail
 from ..opcodes import resolve
 from ..results import CheckResult, ExecutionResult
 from ..toolchain import find_ncu
-from ..worker_client import child_env
+from ..worker_client import HARNESS_DIR, child_env
 from .correctness import describe_bad
 
 #: how long Nsight Compute may go on after the candidate's launch has ended (writing its report takes well
@@ -41,10 +42,16 @@ def run_execution(
     if not launch_job.is_file():
         return ExecutionResult(status="error", message="correctness stage saved no inputs for the ncu launch")
     csv_path = work / "ncu.csv"
+    # the library and the number of unprofiled calls before the profiled one (1-3, at random: counts never come
+    # from the process's first call only) are the evaluator's, on the command line: launch.json is in a folder
+    # the candidate's processes can write
+    library = work / HARNESS_DIR / "candidate.so"
+    warm_calls = 1 + secrets.randbelow(3)
     cmd = [
         *ncu_mod.ncu_command(str(ncu)),
         "--log-file", str(csv_path),
-        config.runner_python, str(work / "launch_once.py"), str(launch_job),
+        config.runner_python, str(work / HARNESS_DIR / "launch_once.py"), str(launch_job),
+        str(library), str(warm_calls),
     ]  # fmt: skip
     rc, tracked = run_contained(
         cmd,
@@ -60,7 +67,7 @@ def run_execution(
         launcher_grace_s=LAUNCHER_GRACE_S,
         program_marker="launch_once.py",
     )
-    shown = ["ncu", *cmd[1:-3], "launch_once.py", "launch.json"]
+    shown = ["ncu", *cmd[1:-5], "launch_once.py", "launch.json", "candidate.so", str(warm_calls)]
     wall = time.monotonic() - t0
     if tracked.killed_reason:
         return ExecutionResult(

@@ -25,7 +25,7 @@ def build_task_mutants(config: SandboxConfig, task: TaskSpec, source: str) -> li
 def run_mutant(w: WorkerProcess, library: Path, tag: int, limit_s: float) -> tuple[str, str]:
     """A mutant's correctness checks in a fresh candidate process of this (loaded) worker:
     ("output changed" | "output unchanged" | "not built", detail)."""
-    lib = w.work / f"mutant-{tag}.so"
+    lib = w.harness / f"mutant-{tag}.so"  # the parent's folder: a candidate process cannot swap it
     shutil.copy2(library, lib)
     lib.chmod(0o644)
     try:
@@ -43,6 +43,12 @@ def run_mutant(w: WorkerProcess, library: Path, tag: int, limit_s: float) -> tup
     outcome = res.get("outcome")
     if outcome == "not loaded":
         return "not built", f"the mutant did not load: {res.get('error', '')}"
+    if outcome in ("error", "violation"):
+        # an error code from ptxrag_launch with no device fault (a fault is sticky and shows as "faulted"), or
+        # a forbidden behaviour, is what the mutant's host code chose, and a kernel that knows it is a mutant
+        # (its process's first call with the job's files already there, its library's name) could choose it:
+        # before, it counted as "the output changed"
+        return "host refused", f"the mutant {outcome}: {res.get('error', '')}"
     if outcome != "checks":
         return "output changed", f"the mutant {outcome}: {res.get('error', '')}"
     checks = [CheckResult(**{k: v for k, v in c.items() if k != "seed"}) for c in res["checks"]]
@@ -90,8 +96,18 @@ def _judge(built: list[Mutant], worker: WorkerProcess, limit_s: float, t0: float
         status, detail = run_mutant(worker, Path(m.library_path), len(outcomes), limit_s)
         outcomes.append(MutantOutcome(ptx=m.instruction, status=status, how=m.how, detail=detail[:300]))  # type: ignore[arg-type]
     unchanged = [o for o in outcomes if o.status == "output unchanged"]
-    tested = [o for o in outcomes if o.status in ("output changed", "output unchanged")]
+    tested = [o for o in outcomes if o.status in ("output changed", "output unchanged", "host refused")]
     wall = time.monotonic() - t0
+    refused = [o for o in outcomes if o.status == "host refused"]
+    if refused and not unchanged:
+        o = refused[0]
+        return MutationResult(
+            status="failed",
+            message=f"the mutant without {o.ptx} ({o.how}) did not run as the candidate does: {o.detail}; only "
+            "a wrong output, a fault or a hang shows that the instruction's result mattered",
+            mutants=outcomes,
+            wall_s=wall,
+        )
     if unchanged:
         names = ", ".join(f"{o.ptx} ({o.how})" for o in unchanged)
         return MutationResult(

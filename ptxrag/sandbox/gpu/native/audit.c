@@ -4,9 +4,12 @@
  * list of name fragments such as "libcublas"): a match is refused (the dynamic loader reports "not found")
  * and written to the file PTXRAG_AUDIT_LOG, which the runner reads after each call. A library built from
  * names at run time, opened by dlopen or by a dependency, is refused the same way as one named in the
- * source. */
+ * source. A path is matched as given and as resolved (realpath): a symbolic link with an innocent name
+ * (/tmp/x.so -> .../libcublas.so.13) used to pass. A copy or a hard link under another name still passes
+ * (docs/sandbox.md, row 7). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,7 +29,7 @@ unsigned int la_version(unsigned int version) {
   return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 
-static const char *forbidden_fragment(const char *name) {
+static const char *forbidden_in(const char *name) {
   static char frag[256];
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
@@ -42,6 +45,15 @@ static const char *forbidden_fragment(const char *name) {
     if (!e) break;
     s = e + 1;
   }
+  return NULL;
+}
+
+/* the forbidden fragment in ``name`` or, for a path, in the file it resolves to; NULL when none */
+static const char *forbidden_fragment(const char *name) {
+  const char *hit = forbidden_in(name);
+  if (hit || !strchr(name, '/')) return hit;
+  char resolved[PATH_MAX];
+  if (realpath(name, resolved)) return forbidden_in(resolved);
   return NULL;
 }
 
