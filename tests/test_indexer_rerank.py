@@ -1,4 +1,4 @@
-"""The learned parts of retrieval: pseudo-queries cut from the manual, the query adapter, the reranker's
+"""The learned parts of retrieval: pseudo-queries cut from the manual, the query tower, the reranker's
 features and ordering rules, and the packaged artefacts matching today's code and model."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from ptxrag.indexer import FusionWeights, Retriever, add_manual, build_index
-from ptxrag.indexer.adapter import ADAPTER_PATH, QueryAdapter, adapter_for, save_adapter
 from ptxrag.indexer.embedding import ModelSpec, resolve_model
 from ptxrag.indexer.fusion import Candidate
 from ptxrag.indexer.library import ManualChecks
 from ptxrag.indexer.pseudo import holdout, mask_names, pseudo_queries
 from ptxrag.indexer.rerank import FEATURES, RERANK_PATH, Reranker, Row, features, load_reranker
 from ptxrag.indexer.schema import Section
+from ptxrag.indexer.tower import TOWER_PATH, QueryTower, save_tower, tower_for
 
 MINI_HTML = Path(__file__).parent / "fixtures" / "manuals" / "ptx-isa-mini.html"
 
@@ -73,21 +73,38 @@ def test_pseudo_queries_describe_without_naming_and_keep_their_source() -> None:
     assert holdout("a query") == holdout("a query")
 
 
-def test_adapter_round_trip_and_model_check(tmp_path: Path) -> None:
+def test_tower_round_trip_and_model_check(tmp_path: Path) -> None:
     spec = ModelSpec("m", "/m", "fp-1")
-    rng = np.random.default_rng(0)
-    m = (rng.standard_normal((8, 8)) * 0.1).astype(np.float32)
-    path = tmp_path / "a.npz"
-    save_adapter(path, m, spec, {"seed": 1})
-    got = adapter_for(spec, path)
-    assert got is not None and got.meta == {"seed": 1}
-    assert adapter_for(ModelSpec("m", "/m", "fp-2"), path) is None  # another model's files
-    assert adapter_for(spec, tmp_path / "none.npz") is None
-    v = rng.standard_normal(8).astype(np.float32)
-    v /= np.linalg.norm(v)
-    out = got.apply(v)
-    assert abs(float(np.linalg.norm(out)) - 1) < 1e-5
-    assert np.allclose(QueryAdapter(np.zeros((8, 8)), "x", {}).apply(v), v, atol=1e-6)
+    state = {"layer.5.w": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    path = tmp_path / "t.npz"
+    save_tower(path, state, spec, {"layers": [5], "seed": 2})
+    got = tower_for(spec, path)
+    assert got is not None and got.layers == [5] and got.meta["seed"] == 2
+    assert np.array_equal(got.state["layer.5.w"], state["layer.5.w"])  # float16 holds these exactly
+    assert tower_for(ModelSpec("m", "/m", "fp-2"), path) is None  # another model's files
+    assert tower_for(spec, tmp_path / "none.npz") is None
+
+
+def test_tower_embeds_through_the_models_lower_layers_then_its_own() -> None:
+    """A tower holding the model's own weights embeds a query as the model does (``encode_query``); a
+    changed tower layer moves the embedding; a tower whose layers are not the model's top ones is refused."""
+    from ptxrag.indexer.embedding import Embedder
+
+    spec = resolve_model(None)
+    e = Embedder(spec, bf16=False)
+    bert = e._model[0].auto_model
+    top = len(bert.encoder.layer) - 1
+    state = {f"layer.{top}.{k}": v.numpy().copy() for k, v in bert.encoder.layer[top].state_dict().items()}
+    q = "wait for the bulk copy to land in shared memory"
+    ref = e.encode_query(q)
+    same = e.encode_query_tuned(q, QueryTower(state, [top], spec.fingerprint, {}))
+    assert float(same @ ref) > 0.9999
+    bias = f"layer.{top}.output.dense.bias"
+    moved = {**state, bias: state[bias] + np.linspace(-1, 1, state[bias].size, dtype=np.float32)}
+    other = e.encode_query_tuned(q, QueryTower(moved, [top], spec.fingerprint, {}))
+    assert float(other @ ref) < 0.999 and abs(float(np.linalg.norm(other)) - 1) < 1e-5
+    with pytest.raises(Exception, match="not the top layers"):
+        QueryTower(state, [0], spec.fingerprint, {}).build(e._model)
 
 
 def _row(number: str, **kw: float | None) -> Row:
@@ -128,15 +145,16 @@ def test_a_reranker_file_for_other_features_is_not_used(tmp_path: Path) -> None:
     assert load_reranker(stale) is None
 
 
-def test_packaged_adapter_and_reranker_fit_the_bundled_model_and_todays_features() -> None:
+def test_packaged_tower_and_reranker_fit_the_bundled_model_and_todays_features() -> None:
     """Fails when FEATURES change without retraining (eval/retrieval/train_reranker.py) or the bundled
-    model's files change without retraining the adapter (train_query_adapter.py)."""
+    model's files change without retraining the tower (eval/retrieval/train_query_tower.py)."""
     rr = load_reranker(RERANK_PATH)
     assert rr is not None and rr.meta["trained_on"].startswith("dev split")
     assert np.isfinite(rr.weights).all() and (rr.scale > 0).all()
-    adapter = adapter_for(resolve_model(None), ADAPTER_PATH)
-    assert adapter is not None and adapter.matrix.shape == (384, 384)
-    assert "pseudo-queries" in str(adapter.meta["trained_on"])
+    tower = tower_for(resolve_model(None), TOWER_PATH)
+    assert tower is not None and tower.layers == list(range(6))
+    assert tower.meta["train_queries"] > 9000 and tower.meta["sections"] > 690
+    assert all(np.isfinite(v).all() for v in tower.state.values())
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +169,7 @@ def mini(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
 
 
 def test_reranked_search_scores_and_exclusions(mini: Retriever) -> None:
-    assert mini.reranker is not None and mini.adapter is not None
+    assert mini.reranker is not None and mini.tower is not None
     query = "wait until the phase of a shared memory barrier completes"
     hits = mini.search(query, 5, sources=["ptx-isa"])
     scores = [h.score for h in hits]
@@ -171,9 +189,14 @@ def test_reranked_search_scores_and_exclusions(mini: Retriever) -> None:
     assert saved is not None
     assert np.allclose(saved, np.stack([chroma[c] for c in loaded.chunk_section]), atol=1e-6)
     assert mini.store.read_vectors(folder, len(loaded.chunk_section) + 1) is None  # a stale file is ignored
-    # every candidate carries its best chunk's cosine, plain and through the adapter
-    fused = mini.fused(query, mini._keys(None, ["ptx-isa"]), mini.weights)
-    assert all(c.dense is not None and c.adapted is not None for c, _ in fused.ranked)
+    # every candidate carries its best chunk's cosine; the tower and the base model embed differently
+    keys = mini._keys(None, ["ptx-isa"])
+    fused = mini.fused(query, keys, mini.weights)
+    base = mini.fused(query, keys, FusionWeights(tower=False))
+    assert all(c.dense is not None for c, _ in fused.ranked)
+    tuned_cos = {c.key: c.dense for c, _ in fused.ranked}
+    base_cos = {c.key: c.dense for c, _ in base.ranked}
+    assert any(abs(tuned_cos[k] - base_cos[k]) > 1e-3 for k in tuned_cos.keys() & base_cos.keys())
 
 
 def test_a_pack_document_never_passes_the_manual_section_defining_the_name(mini: Retriever) -> None:

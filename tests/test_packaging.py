@@ -45,8 +45,8 @@ def test_wheel_has_only_the_ptxrag_namespace(wheel):
         "ptxrag/sandbox/probes/warp.cu",
         "ptxrag/tasks/suite/warp-reduce-redux/task.toml",
         "ptxrag/tasks/suite/warp-reduce-redux/controls/hang.cu",
-        "ptxrag/indexer/adapters/all-MiniLM-L6-v2.npz",  # the learned query adapter
         "ptxrag/indexer/adapters/rerank.json",  # the learned reranker
+        "ptxrag/indexer/adapters/all-MiniLM-L6-v2.tower.npz",  # the learned query tower
     ):
         assert needed in names, needed
     # every package folder in the tree is shipped

@@ -1,4 +1,4 @@
-"""Score the packaged 9.1 set with the retriever's ablations and with another reranker file beside the
+"""Score a packaged set (9.1 by default) with the retriever's ablations and with another reranker file beside the
 packaged one (``--reranker NAME=PATH``, e.g. one trained by ``train_reranker.py --train-on pseudo``).
 Each search embeds its query afresh (cache cleared), so the latencies are those of new queries.
 
@@ -35,14 +35,15 @@ class _Fresh:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--split", choices=["dev", "test"], required=True)
+    ap.add_argument("--version", default="9.1", help="the manual and packaged set (9.1, 9.0)")
     ap.add_argument("--ablation", nargs="*", default=list(ABLATION_NAMES))
     ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH of a reranker file")
     args = ap.parse_args()
     threadpool_limits(1, "blas")
     torch.set_num_threads(1)
-    queries = select(load_queries(packaged_set("9.1")), args.split)
+    queries = select(load_queries(packaged_set(args.version)), args.split)
     r = Retriever()
-    runs: list[tuple[str, object]] = [(n, searcher(n, r, "9.1")) for n in args.ablation]
+    runs: list[tuple[str, object]] = [(n, searcher(n, r, args.version)) for n in args.ablation]
     for spec in args.reranker:
         name, path = spec.split("=", 1)
         other = Retriever()
@@ -55,7 +56,7 @@ def main() -> None:
         ev = evaluate(
             _Fresh(base, s),
             queries,
-            version="9.1",
+            version=args.version,
             split=args.split,
             label=name,
             contracts=name != "bm25-chunks",

@@ -13,14 +13,10 @@ from threadpoolctl import threadpool_limits
 from ptxrag.indexer import FusionWeights, Retriever, evaluate, load_queries
 from ptxrag.indexer.baselines import Ablation
 from ptxrag.indexer.evaluation import packaged_set, select
-from ptxrag.indexer.rerank import load_reranker
-
-#: the reranker trained with the adapted-dense features left out (train_reranker.py --drop adapted)
-WITHOUT_ADAPTER = Path(__file__).with_name("rerank-without-adapter.json")
 
 OLD = dict(
     rerank=False,
-    adapter=False,
+    tower=False,
     history_factor=1.0,
     dense_rewrite=False,
     lexical=1.0,
@@ -42,9 +38,8 @@ STEPS: list[tuple[str, dict[str, object]]] = [
         "+ history intent, dense question rewrite (= fusion-tuned)",
         {"history_factor": 0.6, "dense_rewrite": True},
     ),
-    ("  (adapter in the fused dense signal instead, not kept)", {"adapter": True}),
-    ("+ learned reranker without the adapted-dense feature", {"adapter": False, "rerank": WITHOUT_ADAPTER}),
-    ("+ adapted-dense feature (= default)", {"rerank": True}),
+    ("+ query tower (the query embedded by tower.py)", {"tower": True}),
+    ("+ learned reranker (= default)", {"rerank": True}),
 ]
 
 
@@ -61,13 +56,8 @@ def main() -> None:
     r.search("warm-up", 1, version=args.version, sources=["ptx-isa"])
     cfg = dict(OLD)
     out = []
-    default_reranker = r.reranker
     for label, change in STEPS:
         cfg.update(change)
-        if cfg.get("rerank") == WITHOUT_ADAPTER:
-            r.reranker, cfg["rerank"] = load_reranker(WITHOUT_ADAPTER), True
-        elif cfg.get("rerank"):
-            r.reranker = default_reranker
         r.clear_query_cache()
         ev = evaluate(
             Ablation(r, FusionWeights(**cfg)), queries, version=args.version, split=args.split, label=label

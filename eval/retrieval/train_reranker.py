@@ -67,6 +67,42 @@ def collect_pseudo(r: Retriever, version: str) -> list[tuple[str, np.ndarray, np
     return out
 
 
+def collect_written(
+    r: Retriever, version: str, paths: list[Path]
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(query, features, relevant mask) per written training query that the query tower did NOT train on
+    (its hashed 10% hold-out, ``train_query_tower.held_out``), so the tower's signal is out of sample
+    here as it is for a new query. A manual section's query searches the manual; a pack document's
+    query searches the manual and that document's source."""
+    from train_query_tower import held_out, read_training
+
+    key = r._keys(version, [MANUAL_SOURCE])[0]
+    manual = set(r._collection(key).row_of)
+    pack = {}
+    for source in r.sources():
+        if source != MANUAL_SOURCE:
+            for number in r._collection(r._keys(None, [source])[0]).row_of:
+                pack[number] = source
+    out = []
+    for query, section in read_training(paths):
+        if not held_out(query) or (section not in manual and section not in pack):
+            continue
+        sources = [MANUAL_SOURCE] if section in manual else [MANUAL_SOURCE, pack[section]]
+        fused = r.fused(query, r._keys(version, sources), r.weights)
+        top = fused.ranked[:RERANK_DEPTH]
+        rel = np.asarray(
+            [
+                answers(c.key[1], section)
+                if c.key[0].startswith(MANUAL_SOURCE + "@")
+                else c.key[1] == section
+                for c, _ in top
+            ]
+        )
+        x = features(r.rerank_rows(top, fused.bonus, fused.weights), query, **fused.intents)
+        out.append((query, x, rel))
+    return out
+
+
 def fit(
     data: list[tuple[str, np.ndarray, np.ndarray]],
     l2: float,
@@ -132,6 +168,14 @@ def main() -> None:
         "(penalty by their hashed hold-out), the dev split then only reported",
     )
     ap.add_argument("--drop", nargs="*", default=[], help="features (or suffixes, e.g. adapted) left out")
+    ap.add_argument(
+        "--written",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="written training queries (eval/retrieval/training/*.jsonl): the query tower's hold-out of "
+        "them joins every training fold; the penalty is still chosen by CV over dev",
+    )
     args = ap.parse_args()
     keep = np.asarray(
         [not any(f == d or f.endswith("_" + d) for d in args.drop) for f in FEATURES], dtype=np.float32
@@ -149,6 +193,9 @@ def main() -> None:
         train_pseudo(r, dev, args, keep)
         return
     data = dev
+    extra = collect_written(r, "9.1", args.written) if args.written else []
+    if extra:
+        print(f"{len(extra)} written hold-out searches join every training fold")
     print(
         f"{len(data)} dev searches ({sum(1 for d in data if d[2].any())} with a relevant candidate in the top {RERANK_DEPTH}), {time.perf_counter() - t0:.0f} s"
     )
@@ -161,7 +208,7 @@ def main() -> None:
     for l2 in args.l2:
         cv: list[int | None] = [None] * len(data)
         for f in range(5):
-            train = [d for d in data if fold(d[0], 5) != f]
+            train = [d for d in data if fold(d[0], 5) != f] + extra
             w = fit(train, l2, mean, scale, keep)
             for i, d in enumerate(data):
                 if fold(d[0], 5) == f:
@@ -172,13 +219,14 @@ def main() -> None:
             best = (l2, r1, r5)
     assert best is not None
     l2 = best[0]
-    w = fit(data, l2, mean, scale, keep)
+    w = fit(data + extra, l2, mean, scale, keep)
     print(
         f"chosen l2 {l2:g}; weights: " + ", ".join(f"{n} {v:+.2f}" for n, v in zip(FEATURES, w, strict=True))
     )
     if not args.no_save:
         meta = {
-            "trained_on": f"dev split of the packaged sets, {len(data)} searches",
+            "trained_on": f"dev split of the packaged sets, {len(data)} searches"
+            + (f", and {len(extra)} written queries the query tower did not train on" if extra else ""),
             "seed": args.seed,
             "l2": l2,
             "cv_recall_at_1": round(best[1], 4),

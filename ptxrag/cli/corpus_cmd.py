@@ -375,7 +375,8 @@ def eval_cmd(
         list[str] | None,
         typer.Option(
             "--ablation",
-            help="bm25-chunks, bm25, dense, dense-adapted, fusion, fusion-tuned, fields-description, fields-queries, default (repeatable; 'all' for every one)",
+            help="bm25-chunks, bm25, dense, dense-tower, fusion, fusion-tuned-base, fusion-tuned, "
+            "fields-description, fields-queries, default (repeatable; 'all' for every one)",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,

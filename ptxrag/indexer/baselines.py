@@ -3,15 +3,17 @@
 - ``bm25-chunks``: the strong baseline of the retrieval literature: plain BM25 (bm25s, English stopwords,
   no PTX-aware tokenizer) over fixed-size windows of 120 words (stride 60) of every section's title and
   text; a section scores its best window.
-- ``bm25``, ``dense``, ``dense-adapted``, ``fusion``, ``fusion-tuned``, ``default``: the real retriever with some parts switched off through
-  its fusion weights (``ABLATIONS``): BM25 over whole sections alone; dense (best chunk) alone; the four
-  signals (section BM25, title BM25, summary BM25, dense) in plain equal-weight reciprocal-rank fusion
-  without the instruction-name bonus, stub demotion, glossary, instruction prior or pack quota;
-  ``dense-adapted`` is dense alone through the learned query adapter (``adapter.py``); ``fusion-tuned`` the
-  hand-tuned fusion with every rule (bonus, intents, glossary, quota) but without the learned reranker;
-  ``fields-description`` / ``fields-queries`` that fusion with the BM25 field of ``fields.py`` (purpose and
-  Description; doc2query-style pseudo-queries) fused too;
-  ``default`` everything on (the defaults of ``FusionWeights``: the reranker of ``rerank.py`` on top)."""
+- ``bm25``, ``dense``, ``dense-tower``, ``fusion``, ``fusion-tuned-base``, ``fusion-tuned``, ``default``: the
+  real retriever with some parts switched off through its fusion weights (``ABLATIONS``): BM25 over whole
+  sections alone; dense (best chunk, base model) alone; dense alone with the query embedded by the
+  learned query tower (``tower.py``); the four signals (section BM25, title BM25, summary BM25, dense of
+  the base model) in plain equal-weight reciprocal-rank fusion without the instruction-name bonus, stub
+  demotion, glossary, instruction prior or pack quota; the hand-tuned fusion with every rule (bonus,
+  intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
+  (``fusion-tuned``); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
+  of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``default``
+  everything on (the defaults of ``FusionWeights``: the query tower, and the reranker of ``rerank.py`` on
+  top)."""
 
 from __future__ import annotations
 
@@ -36,25 +38,26 @@ _PLAIN = dict(
     history_factor=1.0,
     pack_share=1.0,
     dense_rewrite=False,
-    adapter=False,
+    tower=False,
     rerank=False,
 )
 ABLATIONS: dict[str, FusionWeights] = {
     "bm25": FusionWeights(lexical=1, title=0, dense=0, summary=0, **_PLAIN),  # type: ignore[arg-type]
     "dense": FusionWeights(lexical=0, title=0, dense=1, summary=0, **_PLAIN),  # type: ignore[arg-type]
-    "dense-adapted": FusionWeights(
+    "dense-tower": FusionWeights(
         lexical=0,
         title=0,
         dense=1,
         summary=0,
-        **{**_PLAIN, "adapter": True},  # type: ignore[arg-type]
+        **{**_PLAIN, "tower": True},  # type: ignore[arg-type]
     ),
     "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
+    "fusion-tuned-base": FusionWeights(rerank=False, tower=False),
     "fusion-tuned": FusionWeights(rerank=False),
     # the section fields of fields.py beside fusion-tuned (weights the best of a dev grid; both lost
     # there to fusion-tuned, so the default leaves them out)
-    "fields-description": FusionWeights(rerank=False, description=0.5),
-    "fields-queries": FusionWeights(rerank=False, queries=0.5),
+    "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
+    "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first

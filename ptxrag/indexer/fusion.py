@@ -29,8 +29,6 @@ class Candidate:
     """BM25 over the section's purpose and Description (``fields.description``)"""
     queries: float | None = None
     """BM25 over the section's pseudo-queries (``fields.queries``)"""
-    adapted: float | None = None
-    """the best chunk's cosine similarity to the query through the learned adapter (reranker feature)"""
     stub: bool = False
     """a section whose own text only introduces its subsections"""
     defines: bool = False
@@ -43,17 +41,18 @@ class FusionWeights(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     lexical: float = Field(1.0, ge=0)
-    title: float = Field(1.0, ge=0)
-    dense: float = Field(2.0, ge=0)
+    title: float = Field(0.5, ge=0)
+    dense: float = Field(6.0, ge=0)
     summary: float = Field(1.0, ge=0, description="BM25 over title + summary (what the section is about)")
     description: float = Field(0.0, ge=0, description="BM25 over purpose + Description (fields.py)")
     queries: float = Field(0.0, ge=0, description="BM25 over the section's pseudo-queries (fields.py)")
     rrf_k: float = Field(10.0, gt=0, description="rank offset of reciprocal-rank fusion; small = top-heavy")
     instruction: float = Field(1.0, ge=0, description="scale of the instruction-name bonus")
     dense_rewrite: bool = Field(True, description="embed 'which instruction X?' as 'X' for the dense signal")
-    adapter: bool = Field(
-        False,
-        description="fuse the dense signal through the learned query adapter (adapter.py) instead of as is",
+    tower: bool = Field(
+        True,
+        description="embed the query through the learned query tower (tower.py) when one fits the model; "
+        "False: through the base model",
     )
     rerank: bool = Field(
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"

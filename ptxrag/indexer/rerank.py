@@ -29,7 +29,7 @@ from .text import tokenize
 RERANK_PATH = Path(__file__).with_name("adapters") / "rerank.json"
 #: how many fused candidates the reranker reorders
 RERANK_DEPTH = 20
-_SIGNALS = ("lexical", "title", "summary", "dense", "adapted")
+_SIGNALS = ("lexical", "title", "summary", "dense")
 
 FEATURES: tuple[str, ...] = (
     "fused",
@@ -91,7 +91,7 @@ def features(rows: Sequence[Row], query: str, *, asks_instruction: bool, asks_hi
             v = getattr(c, s)
             if v is None:
                 f.append(0.0)
-            elif s in ("dense", "adapted"):
+            elif s == "dense":
                 f.append(1.0 + v - best[s])  # cosine behind the query's best
             else:
                 f.append(v / best[s] if best[s] > 0 else 0.0)

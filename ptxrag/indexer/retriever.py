@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from .adapter import QueryAdapter, adapter_for
 from .catalog import CollectionEntry, Store, collection_key
 from .chunking import breadcrumb
 from .embedding import DEFAULT_MODEL, Embedder, ModelSpec, resolve_model, same_model
@@ -36,6 +35,7 @@ from .lexical import LexicalIndex, query_tokens
 from .rerank import RERANK_DEPTH, Reranker, Row, features, load_reranker
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
 from .text import arch_key, tokenize, version_key
+from .tower import QueryTower, tower_for
 
 #: how many chunks the dense search returns per collection before grouping by section
 DENSE_CANDIDATES = 48
@@ -184,15 +184,15 @@ class Retriever:
                 "(an interrupted rebuild?): run `ptxrag index` again"
             )
         self.spec: ModelSpec = spec
-        self.adapter: QueryAdapter | None = adapter_for(spec)
-        """the learned query adapter of the dense signal (``adapter.py``), when one fits the model"""
+        self.tower: QueryTower | None = tower_for(spec)
+        """the learned query tower (``tower.py``) that embeds queries, when one fits the model"""
         self.reranker: Reranker | None = load_reranker()
         """the learned reranker of the fused candidates (``rerank.py``), when one is packaged"""
         self.weights = weights or FusionWeights()
         self._entries: dict[str, CollectionEntry] = dict(manifest.collections)
         self._loaded: dict[str, _Loaded] = {}
         self._embedder: Embedder | None = None
-        self._query_cache: dict[str, np.ndarray] = {}
+        self._query_cache: dict[tuple[str, bool], np.ndarray] = {}
         self._lock = threading.RLock()  # agents search from several threads
 
     # --- catalogue ------------------------------------------------------------------------------------
@@ -276,15 +276,19 @@ class Retriever:
                 self._embedder = Embedder(self.spec)
             return self._embedder
 
-    def _query_vector(self, query: str) -> np.ndarray:
-        """Query embeddings, remembered (agents repeat queries across rounds)."""
-        vec = self._query_cache.get(query)
+    def _query_vector(self, query: str, tuned: bool) -> np.ndarray:
+        """A query's embedding, through the query tower when ``tuned`` and one fits the model, remembered
+        (agents repeat queries across rounds)."""
+        use = self.tower if tuned else None
+        key = (query, use is not None)
+        vec = self._query_cache.get(key)
         if vec is None:
-            vec = self.embedder().encode_query(query)
+            emb = self.embedder()
+            vec = emb.encode_query_tuned(query, use) if use is not None else emb.encode_query(query)
             with self._lock:
                 while len(self._query_cache) >= QUERY_CACHE:
                     self._query_cache.pop(next(iter(self._query_cache)))
-                self._query_cache[query] = vec
+                self._query_cache[key] = vec
         return vec
 
     def clear_query_cache(self) -> None:
@@ -354,15 +358,13 @@ class Retriever:
 
     def fused(self, query: str, keys: list[str], w: FusionWeights) -> Fused:
         """The candidates of collections ``keys`` in fused order (before the reranker)."""
-        base = self._query_vector(dense_query(query) if w.dense_rewrite else query)
-        adapted = self.adapter.apply(base) if self.adapter is not None else None
-        qvec = adapted if w.adapter and adapted is not None else base
+        qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query, w.tower)
         tokens = query_tokens(query) if w.glossary else tokenize(query)
         candidates: list[Candidate] = []
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
         for key in keys:
             loaded = self._collection(key)
-            candidates.extend(self._candidates(key, loaded, tokens, qvec, adapted, w))
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, w))
             for number, names in loaded.defines.items():
                 if names:
                     defines[(key, number)] = names
@@ -430,7 +432,6 @@ class Retriever:
         loaded: _Loaded,
         tokens: list[str],
         qvec: np.ndarray,
-        adapted: np.ndarray | None,
         w: FusionWeights,
     ) -> list[Candidate]:
         out: dict[int, Candidate] = {}
@@ -469,11 +470,6 @@ class Retriever:
         if best is not None:
             for row, c in out.items():
                 c.dense = float(best[row])
-            if adapted is not None:
-                alt, _ = self._dense(loaded, adapted)
-                if alt is not None:
-                    for row, c in out.items():
-                        c.adapted = float(alt[row])
         return list(out.values())
 
     def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
