@@ -28,6 +28,24 @@ def test_abi_header_compiles_into_a_shared_library():
     assert "-shared" in res.command and GENCODE in res.command
 
 
+def test_the_library_holds_one_device_image_per_target():
+    """No empty device-link cubin beside the real one: each disassembly would pay nvdisasm's start-up for it
+    (a -shared build without --no-device-link embeds two sm_90a images, the first with no function)."""
+    from pathlib import Path
+
+    from ptxrag.sandbox.static import run_tool
+    from ptxrag.sandbox.toolchain import require_cuobjdump
+
+    res = compile_candidate(MINIMAL + "// one image\n", GENCODE, use_cache=False)
+    assert res.ok and res.library_path
+    rc, out = run_tool(
+        require_cuobjdump(), ["--list-elf"], Path(res.library_path), 60.0, "cuobjdump --list-elf"
+    )
+    assert rc == 0, out
+    images = [ln for ln in out.splitlines() if ln.startswith("ELF file")]
+    assert len(images) == 1 and "sm_90a" in images[0], out
+
+
 def test_compile_cache_hit_on_same_source_and_flags():
     first = compile_candidate(MINIMAL + "// v2\n", GENCODE)
     second = compile_candidate(MINIMAL + "// v2\n", GENCODE)
