@@ -193,6 +193,8 @@ def test_shared_must_be_positive(tmp_path):
 class FakeWorker:
     def __init__(self, work: Path) -> None:
         self.work = work
+        self.harness = work / "harness"  # the parent-owned folder the evaluator writes the job into
+        self.harness.mkdir(parents=True, exist_ok=True)
 
 
 def test_the_sandbox_checks_shared_and_measures_alone(tmp_path, monkeypatch):

@@ -97,11 +97,11 @@ def test_tower_embeds_through_the_models_lower_layers_then_its_own() -> None:
     state = {f"layer.{top}.{k}": v.numpy().copy() for k, v in bert.encoder.layer[top].state_dict().items()}
     q = "wait for the bulk copy to land in shared memory"
     ref = e.encode_query(q)
-    same = e.encode_query_tuned(q, QueryTower(state, [top], spec.fingerprint, {}))
+    same = QueryTower(state, [top], spec.fingerprint, {}).embed(e, q)
     assert float(same @ ref) > 0.9999
     bias = f"layer.{top}.output.dense.bias"
     moved = {**state, bias: state[bias] + np.linspace(-1, 1, state[bias].size, dtype=np.float32)}
-    other = e.encode_query_tuned(q, QueryTower(moved, [top], spec.fingerprint, {}))
+    other = QueryTower(moved, [top], spec.fingerprint, {}).embed(e, q)
     assert float(other @ ref) < 0.999 and abs(float(np.linalg.norm(other)) - 1) < 1e-5
     with pytest.raises(Exception, match="not the top layers"):
         QueryTower(state, [0], spec.fingerprint, {}).build(e._model)

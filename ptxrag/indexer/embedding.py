@@ -105,7 +105,6 @@ class Embedder:
         size: Any = dim()
         self.dimension = int(size) if size else 0
         self.max_tokens = int(self._model.max_seq_length or 0)
-        self._towers: dict[int, tuple[Any, Any]] = {}
 
     def _encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         import torch
@@ -138,15 +137,10 @@ class Embedder:
                 progress(min(start + step, len(order)), len(order))
         return out
 
-    def encode_query_tuned(self, query: str, tower: Any) -> np.ndarray:
-        """One text through ``tower`` (a ``tower.QueryTower`` for this model): the model's layers below
-        the tower's, then the tower's own."""
-        from .tower import encode_tuned
-
-        built = self._towers.get(id(tower))
-        if built is None:
-            built = self._towers[id(tower)] = (tower, tower.build(self._model))
-        return encode_tuned(self._model, built[1], tower.layers[0], query)
+    @property
+    def model(self) -> Any:
+        """The loaded sentence-transformers model (a query tower runs its own layers on top of it)."""
+        return self._model
 
     def encode_query(self, query: str) -> np.ndarray:
         """One text straight through the model's modules (``encode``'s batching costs ~2 ms per call)."""

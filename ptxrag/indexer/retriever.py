@@ -284,7 +284,7 @@ class Retriever:
         vec = self._query_cache.get(key)
         if vec is None:
             emb = self.embedder()
-            vec = emb.encode_query_tuned(query, use) if use is not None else emb.encode_query(query)
+            vec = use.embed(emb, query) if use is not None else emb.encode_query(query)
             with self._lock:
                 while len(self._query_cache) >= QUERY_CACHE:
                     self._query_cache.pop(next(iter(self._query_cache)))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .embedding import ModelSpec
+from .embedding import Embedder, ModelSpec
 from .errors import IndexerError
 
 TOWER_PATH = Path(__file__).with_name("adapters") / "all-MiniLM-L6-v2.tower.npz"
@@ -37,6 +37,15 @@ class QueryTower:
         self.layers = layers
         self.fingerprint = fingerprint
         self.meta = meta
+        self._built: dict[int, tuple[Any, Any]] = {}  # id(model) -> (model, its tuned layers)
+
+    def embed(self, embedder: Embedder, query: str) -> np.ndarray:
+        """One query through ``embedder``'s model below this tower's layers, then this tower's."""
+        model = embedder.model
+        built = self._built.get(id(model))
+        if built is None:
+            built = self._built[id(model)] = (model, self.build(model))
+        return encode_tuned(model, built[1], self.layers[0], query)
 
     def build(self, model: Any) -> Any:
         """Copies of ``model``'s tuned layers (a sentence-transformers model) holding this tower's
