@@ -1,7 +1,7 @@
 """Fine-tune the query side of the dense signal (``ptxrag/indexer/tower.py``) on written training queries.
 
     PTXRAG_HOME=<home with 9.1 and the pack indexed> python eval/retrieval/train_query_tower.py \
-        --queries eval/retrieval/training/ptx-isa-9.1-train.jsonl [--layers 3] [--epochs 4] [--check-dev]
+        --queries eval/retrieval/training/*.jsonl [--layers 6] [--epochs 5] [--check-dev]
 
 What it learns: new weights for the top ``--layers`` transformer layers of all-MiniLM-L6-v2 on the query
 side only. The chunk embeddings stay as indexed (the base model), so the index does not change: a training
@@ -59,8 +59,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=Path, nargs="+", required=True)
     ap.add_argument("--version", default="9.1")
-    ap.add_argument("--layers", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--tau", type=float, default=0.05)
