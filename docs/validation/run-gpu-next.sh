@@ -4,7 +4,9 @@
 # 8 per call). Issue the next call within 30 s of the last one's return, or the machine goes back and the next
 # start costs a minute or more. Five parts do not fit in one session's 30 minutes: run 1 (closes issue 15, gives 16
 # its record), then 4 (the attention backward pass, issue 20), then 2, 3, 5 (issue 21). Part 6 (session 6, issue 15:
-# the integrity fixes made without a GPU and their new controls) goes right after 1. Usage on the GPU box:
+# the integrity fixes made without a GPU and their new controls) goes right after 1; better still, run 6 FIRST:
+# session 6 changed the GPU worker's memory pool and process lifecycle and added --no-device-link to the compile
+# flags, none of it run on a GPU, and every later part depends on them. Usage on the GPU box:
 # PART=1 bash docs/validation/run-gpu-next.sh   (1 to 6)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
