@@ -21,7 +21,7 @@ demo: $(BIN)/ptxrag
 	$(BIN)/ptxrag demo
 
 test: lint
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 lint: $(BIN)/ptxrag
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy ptxrag

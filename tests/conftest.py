@@ -26,6 +26,11 @@ def _hopper_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Files holding a test marked slow run first: `make test` deals whole files to two xdist workers in
+    # this order (--dist loadfile --no-loadscope-reorder), so the long module fixtures start at once on
+    # both cores instead of one of them starting last while the other core idles. The sort is stable.
+    heavy = {item.nodeid.split("::", 1)[0] for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)
     if _hopper_gpu():
         return
     skip = pytest.mark.skip(reason="needs a Hopper GPU (run on the lent H200)")

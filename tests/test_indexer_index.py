@@ -80,6 +80,7 @@ def mini_home(tmp_path: Path) -> Path:
 # --- quality -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dev_set_quality(retriever: Retriever, shared_dir: Path) -> None:
     ev = evaluate(retriever, load_queries(shared_dir / "eval" / "retrieval-dev.jsonl"))
     misses = [(o.query, o.expect, o.top[:5]) for o in ev.misses]

@@ -54,6 +54,7 @@ def static_validations(
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", SUITE_IDS)
 def test_reference_and_controls_static(
     task_id: str, static_validations: dict[str, TaskValidation | BaseException]

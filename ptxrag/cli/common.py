@@ -11,7 +11,8 @@ from rich.console import Console
 
 # wide tables when output goes to a file or pipe (logs, validation records)
 console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True)
+# messages on a pipe or in a log are not wrapped: a path or command broken across lines cannot be pasted back
+err_console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 STATUS_STYLE = {"passed": "green", "failed": "red", "skipped": "yellow", "error": "magenta"}
 
