@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -38,13 +39,17 @@ class QueryTower:
         self.fingerprint = fingerprint
         self.meta = meta
         self._built: dict[int, tuple[Any, Any]] = {}  # id(model) -> (model, its tuned layers)
+        self._build_lock = threading.Lock()  # searches from several threads build the layers once
 
     def embed(self, embedder: Embedder, query: str) -> np.ndarray:
         """One query through ``embedder``'s model below this tower's layers, then this tower's."""
         model = embedder.model
         built = self._built.get(id(model))
         if built is None:
-            built = self._built[id(model)] = (model, self.build(model))
+            with self._build_lock:
+                built = self._built.get(id(model))
+                if built is None:
+                    built = self._built[id(model)] = (model, self.build(model))
         return encode_tuned(model, built[1], self.layers[0], query)
 
     def build(self, model: Any) -> Any:
