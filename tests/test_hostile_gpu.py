@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -109,12 +110,54 @@ def test_hostile_candidate_is_contained_and_the_service_keeps_serving(service, c
         alternatives = (expect,) if isinstance(expect, str) else expect
         assert any(e in rep.feedback() for e in alternatives), rep.feedback()
     assert client.metrics()["running"] <= 2
-    left = []
-    for p in os.listdir("/proc"):
-        with contextlib.suppress(OSError):
-            if p.isdigit() and os.stat(f"/proc/{p}").st_uid in (64000, 64001) and not _is_zombie(int(p)):
-                left.append(p)
-    assert not left
+    assert not _left_behind(), "a process of the job outlived it"
+
+
+SANDBOX_UIDS = (64000, 64001)  # the service's --workers 2 from its default uid base
+
+
+def _proc(pid: str) -> dict | None:
+    """uid, argv, parent and session of a live process; None if gone or a zombie."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        uid = os.stat(f"/proc/{pid}").st_uid
+        if _is_zombie(int(pid)):
+            return None
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rfind(")") + 2 :].split()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        return {"uid": uid, "argv": [a.decode(errors="replace") for a in argv if a], "ppid": fields[1],
+                "sid": fields[3], "maps": maps}  # fmt: skip
+    return None
+
+
+def _script(info: dict) -> str:
+    return os.path.basename(info["argv"][1]) if len(info["argv"]) > 1 else ""
+
+
+def _left_behind() -> list[str]:
+    """Processes of a sandbox uid that a finished job left. The service keeps one warm sandbox per uid
+    between jobs, so two kinds may stay, and only these: the uid's GPU worker (worker.py, started by the
+    service, one per uid) and the idle spare candidate processes it started after sweeping the job (runner.py,
+    its child, in its session, with no candidate or mutant library mapped). A candidate's own process, a
+    fork of it (it maps the candidate), anything it exec'd or moved to a session of its own is reported.
+    (A leftover that exec'd runner.py without setsid would pass this check; the sweep that removes it is
+    tested on the CPU, tests/test_containment.py.)"""
+    procs = {
+        p: i for p in os.listdir("/proc") if p.isdigit() and (i := _proc(p)) and i["uid"] in SANDBOX_UIDS
+    }
+    workers = {p: i for p, i in procs.items() if _script(i) == "worker.py" and i["ppid"] not in procs}
+    bad = [f"{p} {i['argv']}" for p, i in procs.items() if p not in workers and not (
+        _script(i) == "runner.py"
+        and i["ppid"] in workers
+        and workers[i["ppid"]]["uid"] == i["uid"]
+        and workers[i["ppid"]]["sid"] == i["sid"]
+        and "candidate.so" not in i["maps"]
+        and "/mutant-" not in i["maps"]
+    )]  # fmt: skip
+    per_uid = [i["uid"] for i in workers.values()]
+    bad += [f"uid {u}: {per_uid.count(u)} GPU workers" for u in set(per_uid) if per_uid.count(u) > 1]
+    return bad
 
 
 def test_secret_file_and_network_and_writes_outside_are_denied(service, tmp_path):

@@ -1,14 +1,36 @@
 // Control (adversarial, class 6, a mutant that knows it is one): as discarded_redux.cu, redux.sync runs in
 // every warp but its result is dropped (the sums come from __shfl_xor_sync), so a mutant without it stays
 // correct. But each mutant runs in a fresh process after the checks, and its process can tell: its first call
-// finds the profiled launch's job (inputs/launch.json) already in its working directory, without Nsight's
-// variables, at a check shape. There it returns an error code. A mutant "error" (or "violation") used to count
+// finds the profiled launch's job (inputs/launch.json) already in its working directory, at a check shape, and
+// does not look profiled (Nsight's variables or its injection library in /proc/self/maps; the variable alone
+// was not enough on the H200: that first version refused under ncu too and failed at execution, 2026-12-05).
+// There it returns an error code. A mutant "error" (or "violation") used to count
 // as "the output changed", so the mutation stage passed it; an error code with no device fault is the host's
 // choice, not an effect of the instruction's result, and now fails the candidate.
 #include "ptxrag_abi.h"
 #include "ptxrag_sm90.cuh"
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <unistd.h>
+
+extern char** environ;
+
+static bool under_profiler() {
+  if (getenv("CUDA_INJECTION64_PATH")) return true;
+  static const char* prefixes[] = {"NV_COMPUTE_PROFILER", "NV_TPS", "NSIGHT", "NV_NSIGHT", "NCU_"};
+  for (char** e = environ; e && *e; ++e)
+    for (const char* p : prefixes)
+      if (strncmp(*e, p, strlen(p)) == 0) return true;
+  bool found = false;
+  if (FILE* f = fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (!found && fgets(line, sizeof line, f))
+      found = strstr(line, "InterceptorInjection") || strstr(line, "nsight-compute") || strstr(line, "libcuda-injection");
+    fclose(f);
+  }
+  return found;
+}
 
 __global__ void row_sum(const int* __restrict__ x, int* __restrict__ y, long long rows, long long cols,
                         long long ld) {
@@ -47,7 +69,7 @@ extern "C" int ptxrag_launch(const ptxrag_args* a) {
   static int calls = 0;
   const bool first = calls++ == 0;
   const bool job_saved = access("inputs/launch.json", F_OK) == 0;  // written after the main process's check 1
-  if (first && job_saved && !getenv("CUDA_INJECTION64_PATH") && rows <= 4096) return 1;  // "I am a mutant"
+  if (first && job_saved && rows <= 4096 && !under_profiler()) return 1;  // "I am a mutant"
   int sms = 132;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const int threads = 256;
