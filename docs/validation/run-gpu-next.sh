@@ -6,8 +6,11 @@
 # its record), then 4 (the attention backward pass, issue 20), then 2, 3, 5 (issue 21). Part 6 (session 6, issue 15:
 # the integrity fixes made without a GPU and their new controls) goes right after 1; better still, run 6 FIRST:
 # session 6 changed the GPU worker's memory pool and process lifecycle and added --no-device-link to the compile
-# flags, none of it run on a GPU, and every later part depends on them. Usage on the GPU box:
-# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 6)
+# flags, none of it run on a GPU, and every later part depends on them.
+# Session 7 (2026-12-05) ran parts 6, 1, 4, 2 and the hostile suite (2026-12-05-s7-gpu.txt). Next: PART=7 first
+# (the two fixes made after those runs: the hostile test's warm-worker check and mutant_refuses' tell), then
+# 3, then 5. Usage on the GPU box:
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 7)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -67,4 +70,12 @@ case "${PART:-1}" in
     python3 docs/validation/integrity-summary.py "$OUT"/s6-lane-*.jsonl $T | tail -10 | tee -a "$OUT/log.txt"
     timeout 150 python3 benchmarks/sandbox_bench.py --runs 4 > "$OUT/bench-warm-s6.txt" 2>&1
     rc=$?; log "sandbox_bench warm rc=$rc"; tail -8 "$OUT/bench-warm-s6.txt" ;;
+7)  # session 7's fixes after its GPU runs: the hostile suite with its corrected leftover check (a warm
+    # sandbox's worker and idle spares may stay, nothing else), then warp-reduce-redux's adversarial controls
+    # (mutant_refuses must now fail at mutation, the others as declared)
+    timeout 300 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile.txt" 2>&1
+    rc=$?; log "hostile suite rc=$rc"; tail -15 "$OUT/hostile.txt"
+    timeout 240 python3 docs/validation/integrity-smoke.py "$OUT" --adversarial --no-refs --log s7-redux.jsonl warp-reduce-redux > "$OUT/redux.txt" 2>&1
+    rc=$?; log "redux controls rc=$rc"
+    python3 docs/validation/integrity-summary.py "$OUT"/s7-redux.jsonl warp-reduce-redux | tail -4 | tee -a "$OUT/log.txt" ;;
 esac
