@@ -4,6 +4,7 @@ Each search embeds its query afresh (cache cleared), so the latencies are those 
 
     PTXRAG_HOME=... python eval/retrieval/reranker_ablation.py --split dev --ablation default \\
         --reranker pseudo=/tmp/rerank-pseudo.json
+    PTXRAG_HOME=... python eval/retrieval/reranker_ablation.py --split test --queries eval/fresh/ptx-isa-9.1-fresh.jsonl
 """
 
 from __future__ import annotations
@@ -38,10 +39,17 @@ def main() -> None:
     ap.add_argument("--version", default="9.1", help="the manual and packaged set (9.1, 9.0)")
     ap.add_argument("--ablation", nargs="*", default=list(ABLATION_NAMES))
     ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH of a reranker file")
+    ap.add_argument(
+        "--queries",
+        type=Path,
+        help="another query file instead of the packaged set (e.g. eval/fresh/ptx-isa-9.1-fresh.jsonl; its rows "
+        "without a split count in every split)",
+    )
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the latency goal is for 2 cores)")
     args = ap.parse_args()
     threadpool_limits(1, "blas")
-    torch.set_num_threads(1)
-    queries = select(load_queries(packaged_set(args.version)), args.split)
+    torch.set_num_threads(args.threads)
+    queries = select(load_queries(args.queries or packaged_set(args.version)), args.split)
     r = Retriever()
     runs: list[tuple[str, object]] = [(n, searcher(n, r, args.version)) for n in args.ablation]
     for spec in args.reranker:
