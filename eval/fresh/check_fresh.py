@@ -15,6 +15,7 @@ Checks:
 Usage: python3 eval/fresh/check_fresh.py [--manual DIR]
 Exit status 0 when all checks pass, 1 otherwise.
 """
+
 import argparse
 import json
 import re
@@ -26,8 +27,14 @@ HERE = Path(__file__).resolve().parent
 SET = HERE / "ptx-isa-9.1-fresh.jsonl"
 SOURCES = HERE / "ptx-isa-9.1-fresh-errors-sources.jsonl"
 CATEGORIES = {
-    "concept": 60, "which": 30, "agent": 35, "compiler-error": 30,
-    "memory/ordering": 20, "state/types": 15, "tensormap/tma": 10, "history": 20,
+    "concept": 60,
+    "which": 30,
+    "agent": 35,
+    "compiler-error": 30,
+    "memory/ordering": 20,
+    "state/types": 15,
+    "tensormap/tma": 10,
+    "history": 20,
 }
 # "# 9.7.1.1. Integer ..."  or  "###### 9.7.15.5.1.2.2. [Matrix Descriptor Format](...)"
 HEADING = re.compile(r"^#+\s+\[?(\d+(?:\.\d+)*)\.\s")
