@@ -56,6 +56,27 @@ def test_compile_cache_hit_on_same_source_and_flags():
     assert not other_target.cache_hit
 
 
+def test_an_entry_published_by_another_process_meanwhile_is_used(monkeypatch: pytest.MonkeyPatch):
+    """Two compiles of one source race: the other publishes its entry between our check and our rename (which
+    then fails: the target folder is not empty). Ours is dropped and the result points at theirs."""
+    import os
+    import shutil
+
+    from ptxrag.sandbox import compile as compile_mod
+
+    real_replace = os.replace
+
+    def other_process_first(src: str, dst: str) -> None:
+        shutil.copytree(src, dst)  # the other process's identical entry lands first
+        real_replace(src, dst)  # ours: fails, the folder exists and is not empty
+
+    monkeypatch.setattr(compile_mod.os, "replace", other_process_first)
+    res = compile_candidate(MINIMAL + "// raced\n", GENCODE)
+    assert res.ok and res.library_path and os.path.isfile(res.library_path), res.message
+    entry = os.path.dirname(res.library_path)
+    assert not [p for p in os.listdir(os.path.dirname(entry)) if ".tmp" in p]  # our copy is gone
+
+
 def test_compile_error_is_trimmed_to_what_matters():
     bad = MINIMAL.replace("y[threadIdx.x] = 1.f;", "y[threadIdx.x] = undefined_name + 1.f;")
     res = compile_candidate(bad, GENCODE, use_cache=False)

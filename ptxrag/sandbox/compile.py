@@ -506,10 +506,16 @@ def compile_candidate(
         (tmp_entry / "result.json").write_text(
             json.dumps({"message": message, "command": shown_cmd, "log": log})
         )
-        if entry.exists():
-            shutil.rmtree(tmp_entry, ignore_errors=True)
-        else:
+        try:
+            if entry.exists():
+                raise FileExistsError(entry)
             os.replace(tmp_entry, entry)  # atomic publish: a killed compile never leaves half an entry
+        except OSError:
+            # another thread or process (two jobs with the same source, test workers sharing a cache) published
+            # the same entry between the check and the rename: theirs is as good as ours
+            shutil.rmtree(tmp_entry, ignore_errors=True)
+            if not (entry / LIB_NAME).is_file():
+                raise
     return CompileResult(
         status="passed",
         message=message,
