@@ -31,6 +31,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # both cores instead of one of them starting last while the other core idles. The sort is stable.
     heavy = {item.nodeid.split("::", 1)[0] for item in items if "slow" in item.keywords}
     items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)
+    # A slow test's module fixture (every task compiled, the whole manual indexed) runs inside its first
+    # test's time limit: on a loaded machine it may take several times its idle minutes, so slow tests get
+    # 30 minutes instead of pyproject's 10 (a hang still ends).
+    for item in items:
+        if "slow" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(1800))
     if _hopper_gpu():
         return
     skip = pytest.mark.skip(reason="needs a Hopper GPU (run on the lent H200)")
