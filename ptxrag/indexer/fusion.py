@@ -57,6 +57,11 @@ class FusionWeights(BaseModel):
     rerank: bool = Field(
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
+    reader: bool = Field(
+        True,
+        description="reorder the reranker's first few candidates on a close call with the learned reader "
+        "(reader.py) when one fits the model",
+    )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"
