@@ -1,7 +1,8 @@
 """The reader (``reader.py``): a small cross-encoder that reorders the reranker's first candidates on a
-close call. Its file round-trips and is used only with the model it was trained for; on a real (small)
-index it reorders a constructed close call, the switch and the gate leave the order alone, and a
-retriever without a reader searches as one with the reader switched off."""
+close call (opt-in: ``FusionWeights(reader=True)``). Its file round-trips and is used only with the model
+it was trained for; on a real (small) index it reorders a constructed close call, the switch (off by
+default) and the gate leave the order alone, and a retriever without a reader searches as one with the
+reader switched off."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ptxrag.indexer.schema import Section
 
 MINI_HTML = Path(__file__).parent / "fixtures" / "manuals" / "ptx-isa-mini.html"
 QUERY = "wait until the phase of a shared memory barrier completes"
+ON = FusionWeights(reader=True)
 SETTINGS = {"layers": 1, "max_len": 48, "k": 2, "mix": 1.0, "gate": 0.0}
 
 
@@ -116,18 +118,19 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     assert b.score < 1.0  # the reranker put b behind a; the reader outweighs that (mix 10)
     reader = _preferring(mini, QUERY, texts[b.section_number], texts[a.section_number], mix=10.0)
     monkeypatch.setattr(mini, "reader", reader)
-    after = mini.search(QUERY, 5, sources=["ptx-isa"])
+    after = mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)
     assert [h.section_number for h in after[:2]] == [b.section_number, a.section_number]
     assert [h.section_number for h in after[2:]] == [h.section_number for h in before[2:]]
     scores = [h.score for h in after]
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
-    # the switch, and a gate no second candidate reaches, leave today's order
-    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=off)] == [
-        h.section_number for h in before
-    ]
+    # the switch (off by default), and a gate no second candidate reaches, leave today's order
+    for w in (off, None):
+        assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=w)] == [
+            h.section_number for h in before
+        ]
     assert mini.reader is not None
     monkeypatch.setattr(mini.reader, "gate", 1.01)
-    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"])] == [
+    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)] == [
         h.section_number for h in before
     ]
     monkeypatch.setattr(mini.reader, "gate", 0.0)
@@ -135,7 +138,7 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     got: list[list[str]] = []
 
     def one() -> None:
-        got.append([h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"])])
+        got.append([h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)])
 
     threads = [threading.Thread(target=one) for _ in range(4)]
     for t in threads:
@@ -150,7 +153,7 @@ def test_without_a_fitting_reader_the_search_is_todays(
 ) -> None:
     monkeypatch.setattr(mini, "reader", reader_for(ModelSpec("other", "/x", "fp-other"), READER_PATH))
     assert mini.reader is None
-    plain = mini.search(QUERY, 5, sources=["ptx-isa"])
+    plain = mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)
     off = mini.search(QUERY, 5, sources=["ptx-isa"], weights=FusionWeights(reader=False))
     assert [(h.section_number, h.score) for h in plain] == [(h.section_number, h.score) for h in off]
 
@@ -165,3 +168,37 @@ def test_no_pack_document_passes_the_named_manual_section() -> None:
     # 0: pack, 1: manual section defining the named instruction, 2: other manual section
     assert _named_first([0, 2, 1], [True, False, False], [False, True, False]) == [2, 1, 0]
     assert _named_first([0, 1, 2], [True, False, False], [False, False, False]) == [0, 1, 2]
+
+
+def test_the_token_match_head_prefers_the_candidate_saying_what_the_query_says(mini: Retriever) -> None:
+    """With a zero [CLS] head the score is the scale times the token match: a candidate holding the
+    query's words scores above one that does not; a file whose head and settings disagree is refused."""
+    bert = mini.embedder().model[0].auto_model
+    state = {f"layer.0.{k}": v.float().numpy().copy() for k, v in bert.encoder.layer[0].state_dict().items()}
+    head = {"head.weight": np.zeros((1, 384), np.float32), "head.bias": np.zeros(1, np.float32)}
+    reader = Reader(
+        {**state, **head, "head.scale": np.asarray([10.0], np.float32)},
+        mini.spec.fingerprint,
+        {**SETTINGS, "head": "maxsim"},
+    )
+    docs = [
+        "shared memory barrier : wait until the phase completes",
+        "floating point : round to nearest even",
+    ]
+    s = reader.scores(mini.embedder(), QUERY, docs)
+    assert s.shape == (2,) and s[1] < s[0] <= 10.0
+    with pytest.raises(IndexerError, match="does not fit its settings"):
+        Reader({**state, **head}, mini.spec.fingerprint, {**SETTINGS, "head": "maxsim"}).build(
+            mini.embedder().model
+        )
+
+
+def test_the_packaged_reader_fits_the_bundled_model() -> None:
+    """Fails when the bundled model's files change without retraining (eval/retrieval/train_reader.py)."""
+    from ptxrag.indexer.embedding import resolve_model
+
+    reader = reader_for(resolve_model(None), READER_PATH)
+    assert reader is not None and reader.maxsim and reader.layers == 2 and 2 <= reader.k <= 5
+    assert reader.meta["train_queries"] > 10000 and reader.meta["dev_r1"] > reader.meta["dev_today_r1"]
+    assert all(np.isfinite(v).all() for v in reader.state.values())
+    assert READER_PATH.stat().st_size < 10_000_000

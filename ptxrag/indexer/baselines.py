@@ -12,9 +12,9 @@
   intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
   (``fusion-tuned``); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
   of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``default``
-  everything on (the defaults of ``FusionWeights``: the query tower, the reranker of ``rerank.py`` on
-  top, and the reader of ``reader.py`` on a close call where its file fits the model); ``no-reader`` the
-  default without the reader."""
+  everything on (the defaults of ``FusionWeights``: the query tower, and the reranker of ``rerank.py`` on
+  top); ``reader`` the default with the reader of ``reader.py`` on a close call (opt-in, where its file
+  fits the model)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ ABLATIONS: dict[str, FusionWeights] = {
     "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
     "default": FusionWeights(),
-    "no-reader": FusionWeights(reader=False),
+    "reader": FusionWeights(reader=True),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first
 ABLATION_NAMES = ("bm25-chunks", *ABLATIONS)

@@ -8,10 +8,17 @@ pair from the [CLS] state (a linear head). The model's own word, position and ty
 frozen, so the artefact holds only the kept layers and the head (float16) and is used only with the model
 files it was trained for (fingerprint), like the query tower.
 
+The score is a linear head on the [CLS] state plus a learned scale times the late-interaction match of
+the jointly read tokens (each query token's best cosine with a candidate token, averaged over the query;
+``head`` "maxsim" in the file's settings), which already prefers the right one of two close candidates
+before any training.
+
 It runs after the reranker on the first ``k`` candidates when the second of them is at least ``gate`` as
 likely as the first (a close call); each candidate's new score is the reranker's log-probability relative
-to the best plus ``mix`` x the reader's score, and the ``k`` are reordered by it. ``FusionWeights.reader``
-switches it off. ``eval/retrieval/train_reader.py`` trains it and chooses ``k``, ``mix`` and ``gate``."""
+to the best plus ``mix`` x the reader's score, and the ``k`` are reordered by it. It is opt-in
+(``FusionWeights(reader=True)``, the ``reader`` ablation): on the searches it reads it costs about 9 ms
+at one torch thread, which takes the p95 of a search past 20 ms here. ``eval/retrieval/train_reader.py``
+trains it and chooses ``k``, ``mix`` and ``gate``."""
 
 from __future__ import annotations
 
@@ -78,9 +85,13 @@ def batch(
     return ids, types, mask
 
 
-def forward(bert: Any, layers: Any, head: Any, ids: Any, types: Any, mask: Any) -> Any:
+def forward(
+    bert: Any, layers: Any, head: Any, ids: Any, types: Any, mask: Any, sep: int = -1, scale: Any = None
+) -> Any:
     """Reader scores of a padded batch (torch tensors): the model's frozen embeddings, the reader's
-    layers (padding masked out of attention), a linear head on the [CLS] state."""
+    layers (padding masked out of attention), a linear head on the [CLS] state; with ``scale``, plus
+    ``scale`` x the late-interaction match of the jointly read tokens (each query token's best cosine
+    with a candidate token, averaged over the query; [CLS] and [SEP] (id ``sep``) left out)."""
     import torch
 
     h = bert.embeddings(input_ids=ids, token_type_ids=types)
@@ -89,12 +100,23 @@ def forward(bert: Any, layers: Any, head: Any, ids: Any, types: Any, mask: Any) 
     for layer in layers:
         out = layer(h, add)
         h = out[0] if isinstance(out, tuple) else out
-    return head(h[:, 0]).squeeze(-1)
+    score = head(h[:, 0]).squeeze(-1)
+    if scale is None:
+        return score
+    words = mask & (ids != sep)
+    q = words & (types == 0)
+    q[:, 0] = False
+    d = words & (types == 1)
+    hn = torch.nn.functional.normalize(h.float(), dim=-1)
+    sim = (hn @ hn.transpose(1, 2)).masked_fill(~d[:, None, :], -2.0)
+    best = sim.max(dim=-1).values
+    match = (best * q).sum(-1) / q.sum(-1).clamp(min=1)
+    return score.float() + scale.float() * match
 
 
 class Reader:
     """The reader's weights (``layer.{i}.*`` for its layers, ``head.*``) and settings (``meta``: layers,
-    max_len, k, mix, gate)."""
+    max_len, k, mix, gate; ``head`` "maxsim" adds the token match to the [CLS] score)."""
 
     def __init__(self, state: dict[str, np.ndarray], fingerprint: str, meta: dict[str, Any]) -> None:
         self.state = state
@@ -105,12 +127,13 @@ class Reader:
         self.k = int(meta["k"])
         self.mix = float(meta["mix"])
         self.gate = float(meta["gate"])
-        self._built: dict[int, tuple[Any, Any, Any]] = {}  # id(model) -> (model, layers, head)
+        self.maxsim = meta.get("head", "cls") == "maxsim"
+        self._built: dict[int, tuple[Any, Any, Any, Any]] = {}  # id(model) -> (model, layers, head, scale)
         self._docs: dict[str, list[int]] = {}  # a candidate's text -> its token ids
 
-    def build(self, model: Any) -> tuple[Any, Any]:
-        """Copies of ``model``'s lowest layers holding the reader's weights, and its head, in the model's
-        dtype (a sentence-transformers model)."""
+    def build(self, model: Any) -> tuple[Any, Any, Any]:
+        """Copies of ``model``'s lowest layers holding the reader's weights, its head, in the model's
+        dtype (a sentence-transformers model), and the scale of the token match (None without one)."""
         import torch
 
         bert = model[0].auto_model
@@ -133,7 +156,14 @@ class Reader:
             raise IndexerError("the reader's head does not fit the model")
         head.weight.data = torch.from_numpy(np.asarray(w, dtype=np.float32)).to(dtype)
         head.bias.data = torch.from_numpy(np.asarray(b, dtype=np.float32)).to(dtype)
-        return layers, head.eval()
+        scale = self.state.get("head.scale")
+        if self.maxsim != (scale is not None):
+            raise IndexerError("the reader's head does not fit its settings")
+        return (
+            layers,
+            head.eval(),
+            None if scale is None else torch.tensor(float(np.asarray(scale).ravel()[0])),
+        )
 
     def ready(self, embedder: Embedder) -> None:
         """Build the layers for ``embedder``'s model (callers hold the retriever's lock)."""
@@ -147,7 +177,7 @@ class Reader:
         import torch
 
         self.ready(embedder)
-        model, layers, head = self._built[id(embedder.model)]
+        model, layers, head, scale = self._built[id(embedder.model)]
         tok = model.tokenizer
         q = tok(query, add_special_tokens=False)["input_ids"]
         pairs = []
@@ -160,7 +190,14 @@ class Reader:
         bert = model[0].auto_model
         with torch.inference_mode():
             s = forward(
-                bert, layers, head, torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask)
+                bert,
+                layers,
+                head,
+                torch.from_numpy(ids),
+                torch.from_numpy(types),
+                torch.from_numpy(mask),
+                tok.sep_token_id,
+                scale,
             )
         return s.float().numpy()
 
