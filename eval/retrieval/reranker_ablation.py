@@ -1,6 +1,8 @@
 """Score a packaged set (9.1 by default) with the retriever's ablations and with another reranker file beside the
-packaged one (``--reranker NAME=PATH``, e.g. one trained by ``train_reranker.py --train-on pseudo``).
-Each search embeds its query afresh (cache cleared), so the latencies are those of new queries.
+packaged one (``--reranker NAME=PATH``, e.g. one trained by ``train_reranker.py --train-on pseudo``) or
+another reader file (``--reader NAME=PATH``, one written by ``train_reader.py --out``).
+Each search embeds its query afresh (cache cleared), so the latencies are those of new queries; torch
+uses ``--threads`` threads (1 by default, as the CLI does), BLAS one.
 
     PTXRAG_HOME=... python eval/retrieval/reranker_ablation.py --split dev --ablation default \\
         --reranker pseudo=/tmp/rerank-pseudo.json
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -19,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from ptxrag.indexer import Retriever, evaluate, load_queries
 from ptxrag.indexer.baselines import ABLATION_NAMES, searcher
 from ptxrag.indexer.evaluation import packaged_set, select
+from ptxrag.indexer.reader import reader_for
 from ptxrag.indexer.rerank import load_reranker
 
 
@@ -45,6 +50,7 @@ def main() -> None:
         help="another query file instead of the packaged set (e.g. eval/fresh/ptx-isa-9.1-fresh.jsonl; its rows "
         "without a split count in every split)",
     )
+    ap.add_argument("--reader", nargs="*", default=[], help="NAME=PATH of a reader file")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the latency goal is for 2 cores)")
     args = ap.parse_args()
     threadpool_limits(1, "blas")
@@ -59,8 +65,30 @@ def main() -> None:
         if other.reranker is None:
             raise SystemExit(f"{path}: no reranker for today's features")
         runs.append((f"reranker:{name}", other))
+    for spec in args.reader:
+        name, path = spec.split("=", 1)
+        other = Retriever()
+        other.reader = reader_for(other.spec, Path(path))
+        if other.reader is None:
+            raise SystemExit(f"{path}: no reader for this model")
+        runs.append((f"reader:{name}", other))
+    calls: dict[str, list[float]] = {"ms": []}
+    for reader in {
+        id(x.reader): x.reader for x in (r, *(s for _, s in runs if isinstance(s, Retriever)))
+    }.values():
+        if reader is not None:
+            inner = reader.scores
+
+            def counted(*a: object, inner=inner, **kw: object) -> object:  # type: ignore[no-untyped-def]
+                t0 = time.perf_counter()
+                out = inner(*a, **kw)
+                calls["ms"].append((time.perf_counter() - t0) * 1000)
+                return out
+
+            reader.scores = counted  # type: ignore[method-assign]
     for name, s in runs:
         base = s if isinstance(s, Retriever) else r
+        calls["ms"] = []
         ev = evaluate(
             _Fresh(base, s),
             queries,
@@ -85,6 +113,9 @@ def main() -> None:
             "wall_p95_ms": round(ev.p95_query_ms, 1),
             "cpu_p50_ms": round(ev.median_cpu_ms, 1),
             "cpu_p95_ms": round(ev.p95_cpu_ms, 1),
+            "reader_calls": len(calls["ms"]),
+            "reader_ms_p50": round(statistics.median(calls["ms"]), 1) if calls["ms"] else None,
+            "reader_ms_max": round(max(calls["ms"]), 1) if calls["ms"] else None,
             "by_category": cats,
         }
         print(json.dumps(row), flush=True)

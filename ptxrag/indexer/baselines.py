@@ -13,7 +13,8 @@
   (``fusion-tuned``); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
   of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``default``
   everything on (the defaults of ``FusionWeights``: the query tower, and the reranker of ``rerank.py`` on
-  top)."""
+  top); ``reader`` the default with the reader of ``reader.py`` on a close call (opt-in, where its file
+  fits the model)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ ABLATIONS: dict[str, FusionWeights] = {
     "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
     "default": FusionWeights(),
+    "reader": FusionWeights(reader=True),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first
 ABLATION_NAMES = ("bm25-chunks", *ABLATIONS)

@@ -57,6 +57,12 @@ class FusionWeights(BaseModel):
     rerank: bool = Field(
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
+    reader: bool = Field(
+        False,
+        description="reorder the reranker's first candidates on a close call with the learned reader "
+        "(reader.py) when one fits the model; off by default: it costs ~9 ms on the searches it reads at "
+        "one torch thread (docs/retrieval.md)",
+    )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
         0.75, ge=0, le=1, description="fused-score factor of stub sections (a heading and an introduction)"

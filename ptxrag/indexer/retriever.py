@@ -32,6 +32,7 @@ from .errors import (
 from .fusion import Candidate, FusionWeights, fuse
 from .instructions import match_sections, names_in_query
 from .lexical import LexicalIndex, query_tokens
+from .reader import Reader, reader_for, reader_text
 from .rerank import RERANK_DEPTH, Reranker, Row, features, load_reranker
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
 from .text import arch_key, tokenize, version_key
@@ -110,6 +111,20 @@ class _Loaded:
     vector_rows: np.ndarray | None = None
     """the section row of each vector"""
     defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reader_texts: dict[int, str] = field(default_factory=dict)
+    """what the reader sees of each section read so far (``reader.reader_text``)"""
+
+
+def _named_first(order: list[int], pack: list[bool], named: list[bool]) -> list[int]:
+    """``order`` with no knowledge-pack document ahead of the first manual section defining an instruction
+    the query names (a contract tagged with the name, or a template using it, comes after the reference):
+    those ranked above it move to just below it, in their order."""
+    first = [i for i in order if not pack[i] and named[i]]
+    if not first:
+        return order
+    at = order.index(first[0])
+    ahead = [i for i in order[:at] if pack[i]]
+    return [i for i in order[: at + 1] if not pack[i]] + ahead + order[at + 1 :]
 
 
 def _quota(ranked: list[tuple[Candidate, float]], k: int, pack_slots: int) -> list[tuple[Candidate, float]]:
@@ -188,6 +203,9 @@ class Retriever:
         """the learned query tower (``tower.py``) that embeds queries, when one fits the model"""
         self.reranker: Reranker | None = load_reranker()
         """the learned reranker of the fused candidates (``rerank.py``), when one is packaged"""
+        self.reader: Reader | None = reader_for(spec)
+        """the learned cross-encoder over the reranker's first candidates (``reader.py``), when one fits
+        the model"""
         self.weights = weights or FusionWeights()
         self._entries: dict[str, CollectionEntry] = dict(manifest.collections)
         self._loaded: dict[str, _Loaded] = {}
@@ -348,6 +366,8 @@ class Retriever:
         ranked = fused.ranked
         if w.rerank and self.reranker is not None and len(ranked) > 1:
             ranked = self._rerank(self.reranker, query, fused)
+            if w.reader and self.reader is not None:
+                ranked = self._read(self.reader, query, ranked, fused.bonus)
         excluded = set(exclude_sections)
         ranked = [(c, v) for c, v in ranked if c.key[1] not in excluded]
         hits = []
@@ -383,13 +403,8 @@ class Retriever:
         rel = np.exp(s - s.max())
         order = [int(i) for i in np.argsort(-rel, kind="stable")]
         # when the query names an instruction the manual defines, no pack document passes the first
-        # manual section defining it (a contract tagged with the name, or a template using it, comes
-        # after the reference): those ranked above it move to just below it, in their order
-        named = [i for i in order if not rows[i].pack and rows[i].bonus > 0]
-        if named:
-            at = order.index(named[0])
-            ahead = [i for i in order[:at] if rows[i].pack]
-            order = [i for i in order[: at + 1] if not rows[i].pack] + ahead + order[at + 1 :]
+        # manual section defining it
+        order = _named_first(order, [r.pack for r in rows], [r.bonus > 0 for r in rows])
         out, floor = [], 1.0
         for i in order:
             floor = min(floor, float(rel[i]))  # scores never rise down the list
@@ -399,6 +414,49 @@ class Retriever:
             first = rest[0][1] or 1.0
             out += [(c, floor * max(v, 0.0) / first) for c, v in rest]
         return out
+
+    def _read(
+        self,
+        reader: Reader,
+        query: str,
+        ranked: list[tuple[Candidate, float]],
+        bonus: dict[tuple[str, str], float],
+    ) -> list[tuple[Candidate, float]]:
+        """The reranked list with its first ``reader.k`` candidates reordered by the reranker's
+        log-probability plus ``reader.mix`` x the reader's score, when the second is at least
+        ``reader.gate`` as likely as the first (else unchanged). Scores stay relative probabilities,
+        never rising; the rest keep theirs, scaled down where the reordered ones fell below them."""
+        k = min(reader.k, len(ranked))
+        if k < 2 or ranked[1][1] < reader.gate:
+            return ranked
+        top, rest = ranked[:k], ranked[k:]
+        texts = [self._reader_text(c.key) for c, _ in top]
+        emb = self.embedder()
+        with self._lock:
+            reader.ready(emb)
+        s = reader.scores(emb, query, texts)
+        new = np.log(np.maximum([v for _, v in top], 1e-12)) + reader.mix * (s - s.max())
+        rel = np.exp(new - new.max())
+        order = [int(i) for i in np.argsort(-rel, kind="stable")]
+        pack = [not c.key[0].startswith(MANUAL_SOURCE + "@") for c, _ in top]
+        order = _named_first(
+            order, pack, [not p and bonus.get(c.key, 0.0) > 0 for p, (c, _) in zip(pack, top, strict=True)]
+        )
+        out, floor = [], 1.0
+        for i in order:
+            floor = min(floor, float(rel[i]))
+            out.append((top[i][0], floor))
+        old = top[-1][1]
+        scale = min(1.0, floor / old) if old > 0 else 1.0
+        return out + [(c, v * scale) for c, v in rest]
+
+    def _reader_text(self, key: tuple[str, str]) -> str:
+        loaded = self._loaded[key[0]]
+        row = loaded.row_of[key[1]]
+        text = loaded.reader_texts.get(row)
+        if text is None:
+            text = loaded.reader_texts[row] = reader_text(loaded.sections[row], loaded.crumbs[row])
+        return text
 
     def rerank_rows(
         self, ranked: list[tuple[Candidate, float]], bonus: dict[tuple[str, str], float], w: FusionWeights
