@@ -470,3 +470,29 @@ def test_lines_planted_in_a_later_processs_audit_log_are_not_its_violations(tmp_
     with open(log, "a") as f:
         f.write("refused /y/libcudnn.so.9\n")  # what the audit writes for this candidate
     assert r.audit_violations() == ["tried to load a forbidden library at run time: libcudnn.so.9 (refused)"]
+
+
+def test_a_zombie_is_not_a_stray_process(tmp_path: Any) -> None:
+    # the last job's leftover, killed by the sweep but not reaped yet, is a zombie child of the worker: it
+    # does no work, and counting it failed the next job's honest candidate (H200, 2026-12-05)
+    proc = _fake_proc(tmp_path, {100: [200, 600, 700], 200: [], 600: [], 700: []})
+    (tmp_path / "600" / "stat").write_text("600 (sleep 613) Z 1 600 600 0 -1")
+    (tmp_path / "700" / "stat").write_text("700 (a b) c) S 1 700 700 0 -1")  # a ')' in the name
+    assert worker.ended(600, proc) and not worker.ended(700, proc) and not worker.ended(800, proc)
+    assert worker.stray_processes({200}, me=100, proc=proc) == [700]
+
+
+def test_a_real_unreaped_child_is_ended_and_reaped() -> None:
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 60
+    while not worker.ended(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.ended(child.pid)
+    assert child.pid not in worker.stray_processes(set())
+    worker.reap_orphans()
+    assert child.pid not in worker.children_of(os.getpid())
+    child.returncode = 0  # reaped above: Popen must not wait for it again

@@ -460,6 +460,11 @@ class Contained:
         n = len(victims)
         if self.limits.uid is not None and os.geteuid() == 0:
             n += kill_uid(self.limits.uid, keep)
+        # SIGKILL lands asynchronously: wait (2 s at most) until the victims have died, so the child can
+        # reap them before its next job counts what is running
+        deadline = time.monotonic() + 2.0
+        while any(not _is_zombie(p) for p in victims) and time.monotonic() < deadline:
+            time.sleep(0.005)
         return n
 
     def close(self) -> None:

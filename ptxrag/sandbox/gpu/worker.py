@@ -254,12 +254,25 @@ def children_of(pid: int, proc: str = "/proc") -> set[int]:
     return out
 
 
+def ended(pid: int, proc: str = "/proc") -> bool:
+    """Dead and waiting to be reaped (a zombie): it does no work any more. Unreadable is not ended (a live
+    process of another uid, a test's fake /proc)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+        return data[data.rfind(")") + 2 :].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def stray_processes(runners: set[int], me: int | None = None, proc: str = "/proc") -> list[int]:
     """Processes in this worker's tree that are none of its candidate processes ``runners``: anything a
     runner started (its descendants) and any child of the worker that is not a runner (the worker is a
     subreaper, so a descendant that left its parent, double fork and setsid included, becomes its child).
     A process the candidate leaves running is work outside the calling process and out of every per-process
-    record (CUPTI, the rtld audit: a helper may exec with a clean environment and load cuBLAS)."""
+    record (CUPTI, the rtld audit: a helper may exec with a clean environment and load cuBLAS). A zombie is
+    not one: it has ended (the last job's leftover, killed by the sweep and not reaped yet, is one until the
+    worker reaps it; a candidate could always wait for a helper it started)."""
     me = os.getpid() if me is None else me
     stray = children_of(me, proc) - runners
     todo = [*stray, *runners]
@@ -272,7 +285,22 @@ def stray_processes(runners: set[int], me: int | None = None, proc: str = "/proc
         kids = children_of(pid, proc)
         stray |= kids
         todo += kids
-    return sorted(stray)
+    return sorted(p for p in stray if not ended(p, proc))
+
+
+def reap_orphans(wait_s: float = 2.0) -> None:
+    """Reap this process's ended children (its candidate processes are closed when this is called; the
+    parent's sweep has waited for its victims to die). Unreaped, a leftover of the last job would stay in
+    this process's tree while the next job runs."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        left = children_of(os.getpid())
+        if all(not ended(p) for p in left) or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 def allocation_base(cu: ctypes.CDLL, ptr: int) -> int:
@@ -1026,9 +1054,7 @@ def main() -> int:
             if cmd["cmd"] == "spawn":
                 # the parent has swept the last job's leftovers; as a subreaper this process is the parent of
                 # the orphans among them: reap them (its own candidate processes are all closed by now)
-                with contextlib.suppress(ChildProcessError):
-                    while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                        pass
+                reap_orphans()
                 runners.fill(int(cmd["n"]))
                 reply({"ok": True})
                 continue
