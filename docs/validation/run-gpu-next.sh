@@ -10,7 +10,8 @@
 # Session 7 (2026-12-05) ran parts 6, 1, 4, 2 and the hostile suite (2026-12-05-s7-gpu.txt). Next: PART=7 first
 # (the two fixes made after those runs: the hostile test's warm-worker check and mutant_refuses' tell), then
 # 3, then 5. Usage on the GPU box:
-# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 7)
+# Session 8 ran PART=7 and 3 (2026-12-05-s8-gpu.txt) and added PART=8 (the zombie fix).
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 8)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -78,4 +79,13 @@ case "${PART:-1}" in
     timeout 240 python3 docs/validation/integrity-smoke.py "$OUT" --adversarial --no-refs --log s7-redux.jsonl warp-reduce-redux > "$OUT/redux.txt" 2>&1
     rc=$?; log "redux controls rc=$rc"
     python3 docs/validation/integrity-summary.py "$OUT"/s7-redux.jsonl warp-reduce-redux | tail -4 | tee -a "$OUT/log.txt" ;;
+8)  # session 8: the zombie fix (a leftover of one job, killed by the sweep but not reaped, was counted against
+    # the next job's candidate: the warm-worker GPU test failed and mutant_refuses failed at correctness after
+    # helper_process in PART=7's one-sandbox run). All sandbox GPU tests, then warp-reduce-redux's controls in
+    # one warm sandbox (helper_process right before mutant_refuses), references included
+    timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_sandbox_gpu.py tests/test_worker_exposure.py > "$OUT/sandbox-gpu.txt" 2>&1
+    rc=$?; log "sandbox gpu tests rc=$rc"; tail -14 "$OUT/sandbox-gpu.txt"
+    timeout 300 python3 docs/validation/integrity-smoke.py "$OUT" --adversarial --log s8-redux.jsonl warp-reduce-redux > "$OUT/redux.txt" 2>&1
+    rc=$?; log "redux controls rc=$rc"
+    python3 docs/validation/integrity-summary.py "$OUT"/s8-redux.jsonl warp-reduce-redux | tail -5 | tee -a "$OUT/log.txt" ;;
 esac
