@@ -1,7 +1,7 @@
 """The reader (``reader.py``): a small cross-encoder that reorders the reranker's first candidates on a
-close call (opt-in: ``FusionWeights(reader=True)``). Its file round-trips and is used only with the model
-it was trained for; on a real (small) index it reorders a constructed close call, the switch (off by
-default) and the gate leave the order alone, and a retriever without a reader searches as one with the
+close call (on by default; ``FusionWeights(reader=False)`` switches it off). Its file round-trips and is
+used only with the model it was trained for; on a real (small) index it reorders a constructed close call,
+the switch and the gate leave the order alone, and a retriever without a reader searches as one with the
 reader switched off."""
 
 from __future__ import annotations
@@ -123,11 +123,12 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     assert [h.section_number for h in after[2:]] == [h.section_number for h in before[2:]]
     scores = [h.score for h in after]
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
-    # the switch (off by default), and a gate no second candidate reaches, leave today's order
-    for w in (off, None):
-        assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=w)] == [
-            h.section_number for h in before
-        ]
+    # on by default; the switch off, and a gate no second candidate reaches, leave the reranker's order
+    default = mini.search(QUERY, 5, sources=["ptx-isa"])
+    assert [h.section_number for h in default] == [h.section_number for h in after]
+    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=off)] == [
+        h.section_number for h in before
+    ]
     assert mini.reader is not None
     monkeypatch.setattr(mini.reader, "gate", 1.01)
     assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)] == [
@@ -202,3 +203,16 @@ def test_the_packaged_reader_fits_the_bundled_model() -> None:
     assert reader.meta["train_queries"] > 10000 and reader.meta["dev_r1"] > reader.meta["dev_today_r1"]
     assert all(np.isfinite(v).all() for v in reader.state.values())
     assert READER_PATH.stat().st_size < 10_000_000
+
+
+def test_searches_use_two_torch_threads_only_where_two_cores_are_idle(monkeypatch: Any) -> None:
+    from ptxrag.cli.corpus_cmd import query_threads
+
+    monkeypatch.delenv("PTXRAG_TORCH_THREADS", raising=False)
+    assert query_threads(cpus=2, load=0.3) == 2
+    assert query_threads(cpus=2, load=0.6) == 1  # one core busy: two threads would wait on it
+    assert query_threads(cpus=2, load=7.0) == 1
+    assert query_threads(cpus=1, load=0.0) == 1
+    assert query_threads(cpus=16, load=3.0) == 2
+    monkeypatch.setenv("PTXRAG_TORCH_THREADS", "3")
+    assert query_threads(cpus=2, load=7.0) == 3

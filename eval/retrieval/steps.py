@@ -15,6 +15,7 @@ from ptxrag.indexer.baselines import Ablation
 from ptxrag.indexer.evaluation import packaged_set, select
 
 OLD = dict(
+    reader=False,
     rerank=False,
     tower=False,
     history_factor=1.0,
@@ -39,7 +40,8 @@ STEPS: list[tuple[str, dict[str, object]]] = [
         {"history_factor": 0.6, "dense_rewrite": True},
     ),
     ("+ query tower (the query embedded by tower.py)", {"tower": True}),
-    ("+ learned reranker (= default)", {"rerank": True}),
+    ("+ learned reranker (= no-reader)", {"rerank": True}),
+    ("+ reader over a close call's first two (= default)", {"reader": True}),
 ]
 
 

@@ -45,7 +45,8 @@ Findings (session 7, this 2-core machine; dev = 9.1 dev split, held = the 1,246 
   stopped after 100 steps (under the machine's other load it would have taken hours).
 - cost: about 9 ms per search it reads at one torch thread (2 layers, 2 x 64 tokens, bf16; the linear
   layers dominate), so the whole search's p95 goes from 17.8 to 22.7 ms at one thread (over the 20 ms
-  budget) and from 15.5 to 17.1 ms wall at two; hence it is opt-in (``FusionWeights(reader=True)``). ``--no-save`` scores without writing the artefact."""
+  budget) and from 15.5 to 17.1 ms wall at two; it was opt-in at first (session 8 turned it on, with two
+  torch threads where two cores are idle). ``--no-save`` scores without writing the artefact."""
 
 from __future__ import annotations
 

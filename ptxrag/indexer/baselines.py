@@ -11,10 +11,10 @@
   demotion, glossary, instruction prior or pack quota; the hand-tuned fusion with every rule (bonus,
   intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
   (``fusion-tuned``); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
-  of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``default``
-  everything on (the defaults of ``FusionWeights``: the query tower, and the reranker of ``rerank.py`` on
-  top); ``reader`` the default with the reader of ``reader.py`` on a close call (opt-in, where its file
-  fits the model)."""
+  of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``no-reader``
+  the query tower and the reranker of ``rerank.py`` on top, without the reader; ``default`` everything on
+  (the defaults of ``FusionWeights``: also the reader of ``reader.py`` on a close call, where its file fits
+  the model)."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ ABLATIONS: dict[str, FusionWeights] = {
     # there to fusion-tuned, so the default leaves them out)
     "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
+    "no-reader": FusionWeights(reader=False),
     "default": FusionWeights(),
-    "reader": FusionWeights(reader=True),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first
 ABLATION_NAMES = ("bm25-chunks", *ABLATIONS)

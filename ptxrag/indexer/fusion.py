@@ -58,10 +58,10 @@ class FusionWeights(BaseModel):
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
     reader: bool = Field(
-        False,
+        True,
         description="reorder the reranker's first candidates on a close call with the learned reader "
-        "(reader.py) when one fits the model; off by default: it costs ~9 ms on the searches it reads at "
-        "one torch thread (docs/retrieval.md)",
+        "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~6.5 ms at two, on the "
+        "searches it reads (about a third; docs/retrieval.md)",
     )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(
