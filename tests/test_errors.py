@@ -133,3 +133,20 @@ def test_cli_main_catches_ptxrag_errors_in_one_place(
     err = capsys.readouterr().err
     assert err.startswith(prefix) and "Traceback" not in err
     assert os.environ.get("ANTHROPIC_API_KEY") is None
+
+
+def test_cli_usage_error_is_one_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # typer >= 0.29 raises its own copy of click's UsageError, which `except click...` missed: an extra
+    # argument printed a 40-line traceback (2026-12-05)
+    import sys
+
+    import ptxrag.cli as cli
+
+    monkeypatch.setattr(sys, "argv", ["ptxrag", "corpus", "list", "extra", "more"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unexpected extra argument" in err and "Traceback" not in err and "│" not in err

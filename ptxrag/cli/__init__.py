@@ -8,7 +8,7 @@ import importlib
 import click
 import typer
 
-from ptxrag.base.errors import PtxragError, UserError, exit_code_for
+from ptxrag.base.errors import EXIT_USER_ERROR, PtxragError, UserError, exit_code_for
 
 app = typer.Typer(
     name="ptxrag",
@@ -40,12 +40,17 @@ def main() -> None:
         kind = "error" if isinstance(e, UserError) else "harness error"
         typer.echo(f"{kind}: {e}", err=True)
         raise SystemExit(exit_code_for(e)) from None
-    except click.exceptions.ClickException as e:
-        e.show()
-        raise SystemExit(e.exit_code) from None
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, typer.Abort):
         typer.echo("Aborted.", err=True)
         raise SystemExit(1) from None
-    except click.exceptions.Exit as e:
+    except (click.exceptions.Exit, typer.Exit) as e:
         raise SystemExit(e.exit_code) from None
+    except (click.exceptions.ClickException, typer.TyperException) as e:
+        # typer >= 0.29 raises its own copy of click's exceptions (a usage error is a TyperException there)
+        show = getattr(e, "show", None)
+        if callable(show):
+            show()
+        else:
+            typer.echo(f"error: {e}", err=True)
+        raise SystemExit(getattr(e, "exit_code", EXIT_USER_ERROR)) from None
     raise SystemExit(code if isinstance(code, int) else 0)
