@@ -36,10 +36,14 @@ STEPS: list[tuple[str, dict[str, object]]] = [
     ("+ dense weight 2", {"dense": 2.0}),
     ("+ knowledge-pack quota (2 of 5)", {"pack_share": 0.4}),
     (
-        "+ history intent, dense question rewrite (= fusion-tuned)",
+        "+ history intent, dense question rewrite",
         {"history_factor": 0.6, "dense_rewrite": True},
     ),
     ("+ query tower (the query embedded by tower.py)", {"tower": True}),
+    (
+        "+ fusion weights chosen with the tower (dense 6, title 0.5; = fusion-tuned)",
+        {"dense": 6.0, "title": 0.5},
+    ),
     ("+ learned reranker (= no-reader)", {"rerank": True}),
     ("+ reader over a close call's first two (= default)", {"reader": True}),
 ]
@@ -56,6 +60,14 @@ def main() -> None:
     queries = select(load_queries(packaged_set(args.version)), args.split)
     r = Retriever()
     r.search("warm-up", 1, version=args.version, sources=["ptx-isa"])
+    final = dict(OLD)
+    for _, change in STEPS:
+        final.update(change)
+    drift = {
+        k: (v, getattr(FusionWeights(), k)) for k, v in final.items() if getattr(FusionWeights(), k) != v
+    }
+    if drift:  # the last step must be the default, or its label lies
+        raise SystemExit(f"the last step is not FusionWeights(): (step, default) {drift}")
     cfg = dict(OLD)
     out = []
     for label, change in STEPS:
