@@ -39,9 +39,28 @@ def held_out(text: str) -> bool:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % 10 == 0
 
 
+#: every evaluation query file: a training query with the same text (case and spacing aside) is dropped
+EVAL_FILES = [
+    *sorted((Path(__file__).resolve().parents[2] / "ptxrag" / "indexer" / "evalsets").glob("*.jsonl")),
+    *sorted((Path(__file__).resolve().parents[1] / "fresh").glob("ptx-isa-*-fresh.jsonl")),
+    *sorted((Path(__file__).resolve().parents[3] / "shared" / "eval").glob("*.jsonl")),
+]
+
+
+def eval_texts(files: list[Path] = EVAL_FILES) -> set[str]:
+    """The evaluation queries' texts, lower case, spacing normalised (only the ``query`` field is read)."""
+    out: set[str] = set()
+    for f in files:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                out.add(" ".join(str(json.loads(line).get("query", "")).split()).lower())
+    return out
+
+
 def read_training(paths: list[Path]) -> list[tuple[str, str]]:
+    """(query, section) pairs, each query text once, none that is also an evaluation query."""
     out: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    seen: set[str] = eval_texts()
     for p in paths:
         for line in p.read_text(encoding="utf-8").splitlines():
             if not line.strip():
