@@ -9,6 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from ptxrag.agent_graph.knowledge import KnowledgeItem
 from ptxrag.sandbox.results import (
     CompileResult,
@@ -67,6 +69,8 @@ class ManualRetrieverDouble:
     seeing real manual text, and it records every call so tests can check what the agent asked."""
 
     def __init__(self, root: Path = MANUAL_91, limit_chars: int = 2500) -> None:
+        if not root.is_dir():  # CI has ../shared; a clone without it skips these tests instead of failing
+            pytest.skip(f"{root} (the shared PTX ISA 9.1 Markdown) is not here")
         self.calls: list[dict] = []
         self.docs: list[HitDouble] = []
         for p in sorted(root.rglob("*.md")):
