@@ -10,7 +10,8 @@
 # Session 7 (2026-12-05) ran parts 6, 1, 4, 2 and the hostile suite (2026-12-05-s7-gpu.txt). Next: PART=7 first
 # (the two fixes made after those runs: the hostile test's warm-worker check and mutant_refuses' tell), then
 # 3, then 5. Usage on the GPU box:
-# Session 8 ran PART=7 and 3 (2026-12-05-s8-gpu.txt) and added PART=8 (the zombie fix).
+# Session 8 ran PART=7, 3 and 8 (2026-12-05-s8-gpu.txt; PART=8 checks the zombie fix). Open GPU work: the
+# BW_DQ_BULK=1 attention-backward variant through the sandbox (10% faster, not the default yet) and throughput.
 # PART=1 bash docs/validation/run-gpu-next.sh   (1 to 8)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
