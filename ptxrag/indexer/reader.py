@@ -36,6 +36,7 @@ from .embedding import Embedder, ModelSpec
 from .errors import IndexerError
 from .fields import description
 from .schema import Section
+from .tower import save_tower
 
 READER_PATH = Path(__file__).with_name("adapters") / "all-MiniLM-L6-v2.reader.npz"
 #: most query tokens a pair keeps (the candidate's text fills the rest of ``max_len``)
@@ -203,11 +204,9 @@ class Reader:
 
 
 def save_reader(path: Path, state: dict[str, np.ndarray], spec: ModelSpec, meta: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {f"w:{k}": np.asarray(v, dtype=np.float16) for k, v in state.items()}
-    arrays["fingerprint"] = np.asarray(spec.fingerprint)
-    arrays["meta"] = np.asarray(json.dumps(meta, sort_keys=True))
-    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+    """The reader's file: the query tower's layout (fp16 weights under ``w:``, the model fingerprint, the
+    settings as JSON), written by the same function."""
+    save_tower(path, state, spec, meta)
 
 
 _SETTINGS = ("layers", "max_len", "k", "mix", "gate")

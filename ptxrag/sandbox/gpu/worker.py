@@ -256,7 +256,8 @@ def children_of(pid: int, proc: str = "/proc") -> set[int]:
 
 def ended(pid: int, proc: str = "/proc") -> bool:
     """Dead and waiting to be reaped (a zombie): it does no work any more. Unreadable is not ended (a live
-    process of another uid, a test's fake /proc)."""
+    process of another uid, a test's fake /proc). Not containment._is_zombie: this file runs inside the
+    sandbox without ptxrag, and there an unreadable process must count as running, not as gone."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as f:
             data = f.read().decode(errors="replace")
