@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,21 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} (the project's shared data) is not here")
     return SHARED
+
+
+@pytest.fixture(scope="module")
+def mini_retriever(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A Retriever over one small real index (the mini manual fixture and the knowledge pack), built once
+    per test module (the reranker's and the reader's tests)."""
+    from ptxrag.indexer import Retriever, add_manual, build_index
+    from ptxrag.indexer.library import ManualChecks
+
+    home = tmp_path_factory.mktemp("mini") / "home"
+    add_manual(
+        REPO / "tests" / "fixtures" / "manuals" / "ptx-isa-mini.html",
+        version="9.1",
+        home=home,
+        checks=ManualChecks(min_sections=1, min_instruction_sections=1),
+    )
+    build_index(home)
+    return Retriever(home)

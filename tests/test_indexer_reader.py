@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ptxrag.indexer import FusionWeights, Retriever, add_manual, build_index
+from ptxrag.indexer import FusionWeights, Retriever
 from ptxrag.indexer.embedding import ModelSpec
 from ptxrag.indexer.errors import IndexerError
-from ptxrag.indexer.library import ManualChecks
 from ptxrag.indexer.reader import (
     QUERY_TOKENS,
     READER_PATH,
@@ -38,13 +37,8 @@ SETTINGS = {"layers": 1, "max_len": 48, "k": 2, "mix": 1.0, "gate": 0.0}
 
 
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    home = tmp_path_factory.mktemp("reader") / "home"
-    add_manual(
-        MINI_HTML, version="9.1", home=home, checks=ManualChecks(min_sections=1, min_instruction_sections=1)
-    )
-    build_index(home)
-    return Retriever(home)
+def mini(mini_retriever: Retriever) -> Retriever:
+    return mini_retriever  # conftest.py: the mini manual and the pack, indexed once for this module
 
 
 def test_pairs_are_cut_to_length_and_typed() -> None:

@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptxrag.indexer import FusionWeights, Retriever, add_manual, build_index
+from ptxrag.indexer import FusionWeights, Retriever
 from ptxrag.indexer.embedding import ModelSpec, resolve_model
 from ptxrag.indexer.fusion import Candidate
-from ptxrag.indexer.library import ManualChecks
 from ptxrag.indexer.pseudo import holdout, mask_names, pseudo_queries
 from ptxrag.indexer.rerank import FEATURES, RERANK_PATH, Reranker, Row, features, load_reranker
 from ptxrag.indexer.schema import Section
@@ -158,14 +157,8 @@ def test_packaged_tower_and_reranker_fit_the_bundled_model_and_todays_features()
 
 
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
-    """One small real index (the mini manual and the pack) for the tests below: built once."""
-    home = tmp_path_factory.mktemp("rerank") / "home"
-    add_manual(
-        MINI_HTML, version="9.1", home=home, checks=ManualChecks(min_sections=1, min_instruction_sections=1)
-    )
-    build_index(home)
-    return Retriever(home)
+def mini(mini_retriever: Retriever) -> Retriever:
+    return mini_retriever  # conftest.py: the mini manual and the pack, indexed once for this module
 
 
 def test_reranked_search_scores_and_exclusions(mini: Retriever) -> None:

@@ -66,7 +66,7 @@ import torch
 from ptxrag.indexer import Retriever
 from ptxrag.indexer.evaluation import answers, load_queries, packaged_set, select
 from ptxrag.indexer.fusion import FusionWeights
-from ptxrag.indexer.reader import READER_PATH, batch, doc_ids, forward, pair_ids, save_reader
+from ptxrag.indexer.reader import READER_PATH, doc_ids, pair_ids, save_reader, score_pairs
 from ptxrag.indexer.schema import MANUAL_SOURCE
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -276,18 +276,8 @@ def main() -> None:
         return got
 
     def run(pairs: list[tuple[list[int], list[int]]]) -> torch.Tensor:
-        ids, types, mask = batch(pairs, pad)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            return forward(
-                bert,
-                layers,
-                head,
-                torch.from_numpy(ids),
-                torch.from_numpy(types),
-                torch.from_numpy(mask),
-                sep,
-                scale,
-            ).float()
+            return score_pairs(bert, layers, head, pairs, pad, sep, scale).float()
 
     def score(recs: list[dict[str, Any]], depth: int) -> list[np.ndarray]:
         layers.eval()

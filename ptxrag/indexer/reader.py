@@ -115,6 +115,24 @@ def forward(
     return score.float() + scale.float() * match
 
 
+def score_pairs(
+    bert: Any,
+    layers: Any,
+    head: Any,
+    pairs: Sequence[tuple[list[int], list[int]]],
+    pad: int,
+    sep: int,
+    scale: Any = None,
+) -> Any:
+    """``forward`` over ``pairs`` (``pair_ids`` results), padded into one batch: their scores (a tensor)."""
+    import torch
+
+    ids, types, mask = batch(pairs, pad)
+    return forward(
+        bert, layers, head, torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask), sep, scale
+    )
+
+
 class Reader:
     """The reader's weights (``layer.{i}.*`` for its layers, ``head.*``) and settings (``meta``: layers,
     max_len, k, mix, gate; ``head`` "maxsim" adds the token match to the [CLS] score)."""
@@ -187,18 +205,9 @@ class Reader:
             if d is None:
                 d = self._docs[text] = doc_ids(tok, text, self.max_len)
             pairs.append(pair_ids(tok.cls_token_id, tok.sep_token_id, q, d, self.max_len))
-        ids, types, mask = batch(pairs, tok.pad_token_id)
-        bert = model[0].auto_model
         with torch.inference_mode():
-            s = forward(
-                bert,
-                layers,
-                head,
-                torch.from_numpy(ids),
-                torch.from_numpy(types),
-                torch.from_numpy(mask),
-                tok.sep_token_id,
-                scale,
+            s = score_pairs(
+                model[0].auto_model, layers, head, pairs, tok.pad_token_id, tok.sep_token_id, scale
             )
         return s.float().numpy()
 
