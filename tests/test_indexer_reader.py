@@ -32,7 +32,7 @@ from ptxrag.indexer.schema import Section
 
 MINI_HTML = Path(__file__).parent / "fixtures" / "manuals" / "ptx-isa-mini.html"
 QUERY = "wait until the phase of a shared memory barrier completes"
-ON = FusionWeights(reader=True)
+ON = FusionWeights(reader=True, reader_mix=10.0, reader_gate=0.0)
 SETTINGS = {"layers": 1, "max_len": 48, "k": 2, "mix": 1.0, "gate": 0.0}
 
 
@@ -110,25 +110,27 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     keys = mini._keys(None, ["ptx-isa"])[0]
     texts = {h.section_number: mini._reader_text((keys, h.section_number)) for h in before}
     assert b.score < 1.0  # the reranker put b behind a; the reader outweighs that (mix 10)
-    reader = _preferring(mini, QUERY, texts[b.section_number], texts[a.section_number], mix=10.0)
+    reader = _preferring(mini, QUERY, texts[b.section_number], texts[a.section_number])
     monkeypatch.setattr(mini, "reader", reader)
     after = mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)
     assert [h.section_number for h in after[:2]] == [b.section_number, a.section_number]
     assert [h.section_number for h in after[2:]] == [h.section_number for h in before[2:]]
     scores = [h.score for h in after]
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
-    # on by default; the switch off, and a gate no second candidate reaches, leave the reranker's order
+    # on by default (the default gate and mix, where the second is likely enough); the switch off, and
+    # a gate no second candidate reaches, leave the reranker's order
     default = mini.search(QUERY, 5, sources=["ptx-isa"])
-    assert [h.section_number for h in default] == [h.section_number for h in after]
+    if b.score >= FusionWeights().reader_gate:
+        assert [h.section_number for h in default] == [h.section_number for h in after]
+    else:
+        assert [h.section_number for h in default] == [h.section_number for h in before]
     assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=off)] == [
         h.section_number for h in before
     ]
-    assert mini.reader is not None
-    monkeypatch.setattr(mini.reader, "gate", 1.01)
-    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON)] == [
+    shut = ON.model_copy(update={"reader_gate": 1.0})  # b.score < 1.0 (above)
+    assert [h.section_number for h in mini.search(QUERY, 5, sources=["ptx-isa"], weights=shut)] == [
         h.section_number for h in before
     ]
-    monkeypatch.setattr(mini.reader, "gate", 0.0)
     # searches from several threads get what one thread gets
     got: list[list[str]] = []
 

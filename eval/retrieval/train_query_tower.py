@@ -59,7 +59,13 @@ def eval_texts(files: list[Path] = EVAL_FILES) -> set[str]:
 
 def read_training(paths: list[Path]) -> list[tuple[str, str]]:
     """(query, section) pairs, each query text once, none that is also an evaluation query."""
-    out: list[tuple[str, str]] = []
+    return [(q, section) for q, section, _ in read_training_rounds(paths)]
+
+
+def read_training_rounds(paths: list[Path]) -> list[tuple[str, str, str]]:
+    """``read_training`` with each query's round (``round``; the compiler-error file has none and is
+    its own round, "errors"): no round's writers saw another round's queries."""
+    out: list[tuple[str, str, str]] = []
     seen: set[str] = eval_texts()
     for p in paths:
         for line in p.read_text(encoding="utf-8").splitlines():
@@ -70,7 +76,7 @@ def read_training(paths: list[Path]) -> list[tuple[str, str]]:
             if q.lower() in seen:
                 continue
             seen.add(q.lower())
-            out.append((q, str(d["section"]).strip().rstrip(".")))
+            out.append((q, str(d["section"]).strip().rstrip("."), str(d.get("round") or "errors")))
     return out
 
 

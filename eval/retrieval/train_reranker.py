@@ -72,9 +72,11 @@ def collect_written(
 ) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(query, features, relevant mask) per written training query that the query tower did NOT train on
     (its hashed 10% hold-out, ``train_query_tower.held_out``), so the tower's signal is out of sample
-    here as it is for a new query. A manual section's query searches the manual; a pack document's
-    query searches the manual and that document's source."""
-    from train_query_tower import held_out, read_training
+    here as it is for a new query, and the query memory (``memory.py``) without the query's own round
+    (which holds the query itself and the queries written beside it), as it is for a new query. A manual
+    section's query searches the manual; a pack document's query searches the manual and that
+    document's source."""
+    from train_query_tower import held_out, read_training_rounds
 
     key = r._keys(version, [MANUAL_SOURCE])[0]
     manual = set(r._collection(key).row_of)
@@ -84,11 +86,11 @@ def collect_written(
             for number in r._collection(r._keys(None, [source])[0]).row_of:
                 pack[number] = source
     out = []
-    for query, section in read_training(paths):
+    for query, section, round_ in read_training_rounds(paths):
         if not held_out(query) or (section not in manual and section not in pack):
             continue
         sources = [MANUAL_SOURCE] if section in manual else [MANUAL_SOURCE, pack[section]]
-        fused = r.fused(query, r._keys(version, sources), r.weights)
+        fused = r.fused(query, r._keys(version, sources), r.weights, memory_without=round_)
         top = fused.ranked[:RERANK_DEPTH]
         rel = np.asarray(
             [

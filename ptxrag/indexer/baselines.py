@@ -3,16 +3,18 @@
 - ``bm25-chunks``: the strong baseline of the retrieval literature: plain BM25 (bm25s, English stopwords,
   no PTX-aware tokenizer) over fixed-size windows of 120 words (stride 60) of every section's title and
   text; a section scores its best window.
-- ``bm25``, ``dense``, ``dense-tower``, ``fusion``, ``fusion-tuned-base``, ``fusion-tuned``, ``default``: the
-  real retriever with some parts switched off through its fusion weights (``ABLATIONS``): BM25 over whole
-  sections alone; dense (best chunk, base model) alone; dense alone with the query embedded by the
-  learned query tower (``tower.py``); the four signals (section BM25, title BM25, summary BM25, dense of
+- ``bm25``, ``dense``, ``dense-tower``, ``dense-memory``, ``fusion``, ``fusion-tuned-base``, ``fusion-tuned``,
+  ``default``: the real retriever with some parts switched off through its fusion weights (``ABLATIONS``):
+  BM25 over whole sections alone; dense (best chunk, base model) alone; dense alone with the query
+  embedded by the learned query tower (``tower.py``); the same with the query memory (``memory.py``: a
+  section also scores its nearest remembered training query); the four signals (section BM25, title BM25, summary BM25, dense of
   the base model) in plain equal-weight reciprocal-rank fusion without the instruction-name bonus, stub
   demotion, glossary, instruction prior or pack quota; the hand-tuned fusion with every rule (bonus,
   intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
-  (``fusion-tuned``); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
-  of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``no-reader``
-  the query tower and the reranker of ``rerank.py`` on top, without the reader; ``default`` everything on
+  (``fusion-tuned``, no memory); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
+  of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``no-memory``
+  everything but the query memory; ``no-reader`` the query tower, the memory and the reranker of
+  ``rerank.py``, without the reader; ``default`` everything on
   (the defaults of ``FusionWeights``: also the reader of ``reader.py`` on a close call, where its file fits
   the model)."""
 
@@ -40,6 +42,7 @@ _PLAIN = dict(
     pack_share=1.0,
     dense_rewrite=False,
     tower=False,
+    memory=False,
     rerank=False,
 )
 ABLATIONS: dict[str, FusionWeights] = {
@@ -50,15 +53,23 @@ ABLATIONS: dict[str, FusionWeights] = {
         title=0,
         dense=1,
         summary=0,
-        **{**_PLAIN, "tower": True},  # type: ignore[arg-type]
+        **{**_PLAIN, "tower": True, "memory": False},  # type: ignore[arg-type]
+    ),
+    "dense-memory": FusionWeights(
+        lexical=0,
+        title=0,
+        dense=1,
+        summary=0,
+        **{**_PLAIN, "tower": True, "memory": True},  # type: ignore[arg-type]
     ),
     "fusion": FusionWeights(lexical=1, title=1, dense=1, summary=1, **_PLAIN),  # type: ignore[arg-type]
     "fusion-tuned-base": FusionWeights(rerank=False, tower=False),
-    "fusion-tuned": FusionWeights(rerank=False),
+    "fusion-tuned": FusionWeights(rerank=False, memory=False),
     # the section fields of fields.py beside fusion-tuned (weights the best of a dev grid; both lost
     # there to fusion-tuned, so the default leaves them out)
     "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
+    "no-memory": FusionWeights(memory=False),
     "no-reader": FusionWeights(reader=False),
     "default": FusionWeights(),
 }

@@ -54,6 +54,11 @@ class FusionWeights(BaseModel):
         description="embed the query through the learned query tower (tower.py) when one fits the model; "
         "False: through the base model",
     )
+    memory: bool = Field(
+        True,
+        description="let a section also score its nearest remembered training query (memory.py) in the "
+        "dense signal, when a memory embedded by the query tower in use is packaged",
+    )
     rerank: bool = Field(
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
@@ -62,6 +67,19 @@ class FusionWeights(BaseModel):
         description="reorder the reranker's first candidates on a close call with the learned reader "
         "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~6.5 ms at two, on the "
         "searches it reads (about a third; docs/retrieval.md)",
+    )
+    reader_mix: float = Field(
+        2.0,
+        ge=0,
+        description="weight of the reader's score beside the reranker's log-probability (chosen on dev and "
+        "the tower's held-out queries with the query memory and the reranker in use; the reader file's "
+        "meta keeps what its own trainer chose for the stack of its day)",
+    )
+    reader_gate: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="the reader reads when the second candidate is at least this likely relative to the first",
     )
     glossary: bool = Field(True, description="add the manual's words for CUDA terms to the query (lexical)")
     stub_factor: float = Field(

@@ -13,12 +13,15 @@ the jointly read tokens (each query token's best cosine with a candidate token, 
 ``head`` "maxsim" in the file's settings), which already prefers the right one of two close candidates
 before any training.
 
-It runs after the reranker on the first ``k`` candidates when the second of them is at least ``gate`` as
-likely as the first (a close call); each candidate's new score is the reranker's log-probability relative
-to the best plus ``mix`` x the reader's score, and the ``k`` are reordered by it. It is on by default
+It runs after the reranker on the first ``k`` candidates when the second of them is at least
+``FusionWeights.reader_gate`` as likely as the first (a close call); each candidate's new score is the
+reranker's log-probability relative to the best plus ``FusionWeights.reader_mix`` x the reader's score,
+and the ``k`` are reordered by it. Mix and gate live with the fusion weights because they are chosen for
+the whole stack in use (``eval/retrieval/choose_stack.py``); the file's ``mix`` and ``gate`` record what
+its trainer chose for the stack of its day. It is on by default
 (``FusionWeights(reader=False)`` and the ``no-reader`` ablation switch it off): on the searches it reads
 (about a third) it costs about 9 ms at one torch thread, 6.5 ms at two (the CLI uses two where two cores
-are idle). ``eval/retrieval/train_reader.py`` trains it and chooses ``k``, ``mix`` and ``gate``."""
+are idle). ``eval/retrieval/train_reader.py`` trains it and chooses ``k``."""
 
 from __future__ import annotations
 
@@ -144,8 +147,6 @@ class Reader:
         self.layers = int(meta["layers"])
         self.max_len = int(meta["max_len"])
         self.k = int(meta["k"])
-        self.mix = float(meta["mix"])
-        self.gate = float(meta["gate"])
         self.maxsim = meta.get("head", "cls") == "maxsim"
         self._built: dict[int, tuple[Any, Any, Any, Any]] = {}  # id(model) -> (model, layers, head, scale)
         self._docs: dict[str, list[int]] = {}  # a candidate's text -> its token ids

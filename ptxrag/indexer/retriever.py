@@ -32,6 +32,7 @@ from .errors import (
 from .fusion import Candidate, FusionWeights, fuse
 from .instructions import match_sections, names_in_query
 from .lexical import LexicalIndex, query_tokens
+from .memory import Placed, QueryMemory, memory_for
 from .reader import Reader, reader_for, reader_text
 from .rerank import RERANK_DEPTH, Reranker, Row, features, load_reranker
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
@@ -201,6 +202,9 @@ class Retriever:
         self.spec: ModelSpec = spec
         self.tower: QueryTower | None = tower_for(spec)
         """the learned query tower (``tower.py``) that embeds queries, when one fits the model"""
+        self.memory: QueryMemory | None = memory_for(spec, self.tower)
+        """the written training queries embedded by that tower, as extra vectors of their sections
+        (``memory.py``), when a memory embedded by that tower is packaged"""
         self.reranker: Reranker | None = load_reranker()
         """the learned reranker of the fused candidates (``rerank.py``), when one is packaged"""
         self.reader: Reader | None = reader_for(spec)
@@ -367,7 +371,7 @@ class Retriever:
         if w.rerank and self.reranker is not None and len(ranked) > 1:
             ranked = self._rerank(self.reranker, query, fused)
             if w.reader and self.reader is not None:
-                ranked = self._read(self.reader, query, ranked, fused.bonus)
+                ranked = self._read(self.reader, query, ranked, fused.bonus, w)
         excluded = set(exclude_sections)
         ranked = [(c, v) for c, v in ranked if c.key[1] not in excluded]
         hits = []
@@ -376,15 +380,20 @@ class Retriever:
             hits.append(self._hit(loaded, loaded.row_of[cand.key[1]], score))
         return hits
 
-    def fused(self, query: str, keys: list[str], w: FusionWeights) -> Fused:
-        """The candidates of collections ``keys`` in fused order (before the reranker)."""
+    def fused(
+        self, query: str, keys: list[str], w: FusionWeights, *, memory_without: str | None = None
+    ) -> Fused:
+        """The candidates of collections ``keys`` in fused order (before the reranker).
+        ``memory_without`` leaves one round of the query memory out (its trainers' held-out queries)."""
         qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query, w.tower)
+        memory = self.memory if (w.memory and w.tower and self.tower is not None) else None
         tokens = query_tokens(query) if w.glossary else tokenize(query)
         candidates: list[Candidate] = []
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
         for key in keys:
             loaded = self._collection(key)
-            candidates.extend(self._candidates(key, loaded, tokens, qvec, w))
+            placed = memory.place(key, loaded.sections, memory_without) if memory is not None else None
+            candidates.extend(self._candidates(key, loaded, tokens, qvec, w, placed))
             for number, names in loaded.defines.items():
                 if names:
                     defines[(key, number)] = names
@@ -421,13 +430,14 @@ class Retriever:
         query: str,
         ranked: list[tuple[Candidate, float]],
         bonus: dict[tuple[str, str], float],
+        w: FusionWeights,
     ) -> list[tuple[Candidate, float]]:
         """The reranked list with its first ``reader.k`` candidates reordered by the reranker's
-        log-probability plus ``reader.mix`` x the reader's score, when the second is at least
-        ``reader.gate`` as likely as the first (else unchanged). Scores stay relative probabilities,
+        log-probability plus ``w.reader_mix`` x the reader's score, when the second is at least
+        ``w.reader_gate`` as likely as the first (else unchanged). Scores stay relative probabilities,
         never rising; the rest keep theirs, scaled down where the reordered ones fell below them."""
         k = min(reader.k, len(ranked))
-        if k < 2 or ranked[1][1] < reader.gate:
+        if k < 2 or ranked[1][1] < w.reader_gate:
             return ranked
         top, rest = ranked[:k], ranked[k:]
         texts = [self._reader_text(c.key) for c, _ in top]
@@ -435,7 +445,7 @@ class Retriever:
         with self._lock:
             reader.ready(emb)
         s = reader.scores(emb, query, texts)
-        new = np.log(np.maximum([v for _, v in top], 1e-12)) + reader.mix * (s - s.max())
+        new = np.log(np.maximum([v for _, v in top], 1e-12)) + w.reader_mix * (s - s.max())
         rel = np.exp(new - new.max())
         order = [int(i) for i in np.argsort(-rel, kind="stable")]
         pack = [not c.key[0].startswith(MANUAL_SOURCE + "@") for c, _ in top]
@@ -491,6 +501,7 @@ class Retriever:
         tokens: list[str],
         qvec: np.ndarray,
         w: FusionWeights,
+        placed: Placed | None = None,
     ) -> list[Candidate]:
         out: dict[int, Candidate] = {}
 
@@ -522,7 +533,7 @@ class Retriever:
             for row in top:
                 if scores[row] > 0:
                     setattr(cand(int(row)), attr, float(scores[row]))
-        best, nearest = self._dense(loaded, qvec)
+        best, nearest = self._dense(loaded, qvec, placed)
         for row in nearest:
             cand(int(row))
         if best is not None:
@@ -553,17 +564,25 @@ class Retriever:
         emb = got["embeddings"]
         return len(emb[0]) if len(emb) else 1
 
-    def _dense(self, loaded: _Loaded, qvec: np.ndarray) -> tuple[np.ndarray | None, list[int]]:
+    def _dense(
+        self, loaded: _Loaded, qvec: np.ndarray, placed: Placed | None = None
+    ) -> tuple[np.ndarray | None, list[int]]:
         """Per section the cosine similarity of its best chunk (exact: every chunk vector is scanned, a
-        matrix product of a few milliseconds at most), and the sections of the ``DENSE_CANDIDATES``
-        nearest chunks, nearest first. The vectors are read once per collection, from the index's
-        ``vectors.npy`` (else from Chroma, for an index built before that file)."""
+        matrix product of a few milliseconds at most), or of its best remembered query where ``placed``
+        (the query memory's share of this collection) has a nearer one, and the sections of the
+        ``DENSE_CANDIDATES`` nearest vectors, nearest first. The vectors are read once per collection,
+        from the index's ``vectors.npy`` (else from Chroma, for an index built before that file)."""
         vecs, rows = self._vectors(loaded)
         if not len(rows):
             return None, []
         sims = vecs @ qvec
         best = np.full(len(loaded.sections), -1.0, dtype=np.float32)
         np.maximum.at(best, rows, sims)
+        if placed is not None:
+            msims, mbest = placed.best(qvec)
+            best[placed.rows] = np.maximum(best[placed.rows], mbest)
+            sims = np.concatenate([sims, msims])
+            rows = np.concatenate([rows, placed.entry_rows])
         n = min(DENSE_CANDIDATES, len(sims))
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top])]

@@ -1,0 +1,152 @@
+"""Compare retrieval stacks on what choices may be made on: the dev split of the packaged 9.1 set and the
+query tower's held-out written training queries, with the reader's mix and gate re-chosen per stack.
+
+    PTXRAG_HOME=<home with 9.1 and the pack indexed> python eval/retrieval/choose_stack.py \
+        --queries eval/retrieval/training/*.jsonl [--reranker OLD=PATH] [--no-memory OLD] --out grid.json
+
+A stack is the packaged retriever (``default``) or one with another reranker file (``--reranker NAME=PATH``),
+each with or without the query memory (``--no-memory NAME`` runs stack NAME without it). A held-out
+query searches with the memory of the other rounds only (its own round holds it and the queries written
+beside it). Each query's reranked list (reader off) is recorded once with the reader's scores of its first
+``k`` candidates; the reader's mix and gate are then applied offline over a grid, as ``Retriever._read``
+does. Printed and written: recall@1 / MRR@10 on dev and on the hold-out for each stack and setting, and
+first places summed over both. The test split is never opened."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_query_tower import held_out, read_training_rounds  # noqa: E402
+
+from ptxrag.indexer import Retriever  # noqa: E402
+from ptxrag.indexer.evaluation import answers, load_queries, packaged_set, select  # noqa: E402
+from ptxrag.indexer.fusion import FusionWeights  # noqa: E402
+from ptxrag.indexer.rerank import load_reranker  # noqa: E402
+from ptxrag.indexer.schema import MANUAL_SOURCE  # noqa: E402
+
+
+def first_rank(keys: list[tuple[str, str]], expect: list[str]) -> int | None:
+    for i, (coll, number) in enumerate(keys, 1):
+        if any(answers(number, e) if coll.startswith(MANUAL_SOURCE) else number == e for e in expect):
+            return i
+    return None
+
+
+def record(r: Retriever, items: list[tuple[str, list[str], list[str], str | None]], k: int) -> list[dict]:  # type: ignore[type-arg]
+    """Per query: the reranked top 10 (reader off), their scores, the reader's scores of the first k."""
+    off = FusionWeights(reader=False)
+    out = []
+    emb = r.embedder()
+    assert r.reader is not None
+    r.reader.ready(emb)
+    for query, expect, sources, round_ in items:
+        keys = r._keys("9.1", sources)
+        fused_of = r.fused
+        r.fused = partial(fused_of, memory_without=round_)  # type: ignore[method-assign]
+        try:
+            fused = r.fused(query, keys, off)
+            ranked = r._rerank(r.reranker, query, fused) if r.reranker is not None else fused.ranked
+        finally:
+            del r.fused
+        top = ranked[:10]
+        texts = [r._reader_text(c.key) for c, _ in top[:k]]
+        out.append(
+            {
+                "keys": [list(c.key) for c, _ in top],
+                "p": [float(v) for _, v in top],
+                "read": r.reader.scores(emb, query, texts).tolist(),
+                "expect": expect,
+            }
+        )
+    return out
+
+
+def apply(rec: dict, mix: float, gate: float, k: int) -> int | None:  # type: ignore[type-arg]
+    keys = [tuple(x) for x in rec["keys"]]
+    p = rec["p"]
+    kk = min(k, len(keys))
+    if mix > 0 and kk >= 2 and p[1] >= gate:
+        s = np.asarray(rec["read"][:kk])
+        new = np.log(np.maximum(p[:kk], 1e-12)) + mix * (s - s.max())
+        keys = [keys[i] for i in np.argsort(-new, kind="stable")] + keys[kk:]
+    return first_rank(keys, rec["expect"])  # type: ignore[arg-type]
+
+
+def summary(recs: list[dict], mix: float, gate: float, k: int) -> tuple[float, float]:  # type: ignore[type-arg]
+    ranks = [apply(x, mix, gate, k) for x in recs]
+    r1 = sum(1 for x in ranks if x == 1) / len(ranks)
+    mrr = sum(1 / x for x in ranks if x is not None and x <= 10) / len(ranks)
+    return r1, mrr
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=Path, nargs="+", required=True)
+    ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH: another stack with that reranker")
+    ap.add_argument("--no-memory", nargs="*", default=[], help="stack names run without the query memory")
+    ap.add_argument("--mix", type=float, nargs="*", default=[0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
+    ap.add_argument("--gate", type=float, nargs="*", default=[0.2, 0.3, 0.4, 0.5])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    threadpool_limits(1, "blas")
+
+    dev = [
+        (q.query, list(q.expect), [MANUAL_SOURCE], None)
+        for q in select(load_queries(packaged_set("9.1")), "dev")
+    ]
+    stacks: list[tuple[str, Retriever]] = [("default", Retriever())]
+    for spec in args.reranker:
+        name, path = spec.split("=", 1)
+        other = Retriever()
+        other.reranker = load_reranker(Path(path))
+        stacks.append((name, other))
+    base = stacks[0][1]
+    manual = set(base._collection(base._keys("9.1", [MANUAL_SOURCE])[0]).row_of)
+    pack = {
+        n: s
+        for s in base.sources()
+        if s != MANUAL_SOURCE
+        for n in base._collection(base._keys(None, [s])[0]).row_of
+    }
+    held = [
+        (q, [sec], [MANUAL_SOURCE] if sec in manual else [MANUAL_SOURCE, pack[sec]], rnd)
+        for q, sec, rnd in read_training_rounds(args.queries)
+        if held_out(q) and (sec in manual or sec in pack)
+    ]
+    print(f"dev {len(dev)}, held-out {len(held)}", flush=True)
+    results: dict[str, dict[str, list[float]]] = {}
+    for name, r in stacks:
+        if name in args.no_memory:
+            r.memory = None
+        t0 = time.time()
+        recs_dev, recs_held = record(r, dev, 2), record(r, held, 2)
+        print(f"{name}: recorded in {time.time() - t0:.0f} s", flush=True)
+        for mix in args.mix:
+            for gate in args.gate if mix else [0.0]:
+                d1, dm = summary(recs_dev, mix, gate, 2)
+                h1, hm = summary(recs_held, mix, gate, 2)
+                tag = f"{name} mix={mix:g} gate={gate:g}"
+                results[tag] = [d1, dm, h1, hm, d1 * len(dev) + h1 * len(held)]
+                print(
+                    f"  {tag}: dev r@1 {d1:.3f} MRR {dm:.3f} | held r@1 {h1:.3f} MRR {hm:.3f} | firsts {results[tag][4]:.0f}"
+                )
+    best = max(results, key=lambda t: (results[t][4], results[t][1]))
+    print(f"most first places: {best} ({results[best][4]:.0f} of {len(dev) + len(held)})")
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
