@@ -5,7 +5,8 @@ query tower's held-out written training queries, with the reader's mix and gate 
         --queries eval/retrieval/training/*.jsonl [--reranker OLD=PATH] [--no-memory OLD] --out grid.json
 
 A stack is the packaged retriever (``default``) or one with another reranker file (``--reranker NAME=PATH``),
-each with or without the query memory (``--no-memory NAME`` runs stack NAME without it). A held-out
+each with the packaged query memory, another memory file (``--memory NAME=PATH``) or none
+(``--no-memory NAME``). A held-out
 query searches with the memory of the other rounds only (its own round holds it and the queries written
 beside it). Each query's reranked list (reader off) is recorded once with the reader's scores of its first
 ``k`` candidates; the reader's mix and gate are then applied offline over a grid, as ``Retriever._read``
@@ -31,6 +32,7 @@ from train_query_tower import held_out, read_training_rounds  # noqa: E402
 from ptxrag.indexer import Retriever  # noqa: E402
 from ptxrag.indexer.evaluation import answers, load_queries, packaged_set, select  # noqa: E402
 from ptxrag.indexer.fusion import FusionWeights  # noqa: E402
+from ptxrag.indexer.memory import memory_for  # noqa: E402
 from ptxrag.indexer.rerank import load_reranker  # noqa: E402
 from ptxrag.indexer.schema import MANUAL_SOURCE  # noqa: E402
 
@@ -94,6 +96,7 @@ def main() -> None:
     ap.add_argument("--queries", type=Path, nargs="+", required=True)
     ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH: another stack with that reranker")
     ap.add_argument("--no-memory", nargs="*", default=[], help="stack names run without the query memory")
+    ap.add_argument("--memory", nargs="*", default=[], help="NAME=PATH: stack NAME with that memory file")
     ap.add_argument("--mix", type=float, nargs="*", default=[0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
     ap.add_argument("--gate", type=float, nargs="*", default=[0.2, 0.3, 0.4, 0.5])
     ap.add_argument("--threads", type=int, default=2)
@@ -127,7 +130,12 @@ def main() -> None:
     ]
     print(f"dev {len(dev)}, held-out {len(held)}", flush=True)
     results: dict[str, dict[str, list[float]]] = {}
+    memories = dict(spec.split("=", 1) for spec in args.memory)
     for name, r in stacks:
+        if name in memories:
+            r.memory = memory_for(r.spec, r.tower, Path(memories[name]))
+            if r.memory is None:
+                raise SystemExit(f"{memories[name]}: no memory for this model and tower")
         if name in args.no_memory:
             r.memory = None
         t0 = time.time()

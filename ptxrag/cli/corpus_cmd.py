@@ -11,6 +11,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ptxrag.indexer.baselines import ABLATION_NAMES
+
 from .common import console, err_console, fail, quiet_model_loading
 
 corpus_app = typer.Typer(help="Manuals per GPU generation: add, list, diff, remove.", no_args_is_help=True)
@@ -393,8 +395,7 @@ def eval_cmd(
         list[str] | None,
         typer.Option(
             "--ablation",
-            help="bm25-chunks, bm25, dense, dense-tower, fusion, fusion-tuned-base, fusion-tuned, "
-            "fields-description, fields-queries, default (repeatable; 'all' for every one)",
+            help=", ".join(ABLATION_NAMES) + " (repeatable; 'all' for every one)",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,

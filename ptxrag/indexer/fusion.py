@@ -76,7 +76,7 @@ class FusionWeights(BaseModel):
         "meta keeps what its own trainer chose for the stack of its day)",
     )
     reader_gate: float = Field(
-        0.4,
+        0.5,
         ge=0,
         le=1,
         description="the reader reads when the second candidate is at least this likely relative to the first",
