@@ -12,7 +12,8 @@
 # 3, then 5. Usage on the GPU box:
 # Session 8 ran PART=7, 3 and 8 (2026-12-05-s8-gpu.txt; PART=8 checks the zombie fix). Open GPU work: the
 # BW_DQ_BULK=1 attention-backward variant through the sandbox (10% faster, not the default yet) and throughput.
-# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 8)
+# Session 9 had no GPU lent; it wrote PART=9 (the process-creation filter, opt-in until PART=9 passes): run it first.
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 9)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -89,4 +90,33 @@ case "${PART:-1}" in
     timeout 300 python3 docs/validation/integrity-smoke.py "$OUT" --adversarial --log s8-redux.jsonl warp-reduce-redux > "$OUT/redux.txt" 2>&1
     rc=$?; log "redux controls rc=$rc"
     python3 docs/validation/integrity-summary.py "$OUT"/s8-redux.jsonl warp-reduce-redux | tail -5 | tee -a "$OUT/log.txt" ;;
+9)  # session 9 (written without a GPU: none was lent): the process-creation filter (sandbox/gpu/nospawn.py),
+    # opt-in until this part passes. With PTXRAG_SANDBOX_NO_SPAWN=1: all sandbox GPU tests and the hostile suite
+    # (they must pass as without it: the CUDA driver, CUPTI and Nsight Compute's injection must never create a
+    # process in the candidate's process), then warp-reduce-redux's reference (every stage, ncu included) and
+    # controls/reaped_helper.cu (fork + exec with a clean environment, reaped within the call: must fail at
+    # correctness, SIGSYS) and helper_process.cu; then reaped_helper.cu without the filter (the gap: it passes).
+    # If all holds, turn forbid_process_creation on by default and declare reaped_helper.cu in task.toml.
+    export PTXRAG_SANDBOX_NO_SPAWN=1
+    timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_sandbox_gpu.py tests/test_worker_exposure.py > "$OUT/sandbox-gpu-nospawn.txt" 2>&1
+    rc=$?; log "sandbox gpu tests (no spawn) rc=$rc"; tail -14 "$OUT/sandbox-gpu-nospawn.txt"
+    timeout 300 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile-nospawn.txt" 2>&1
+    rc=$?; log "hostile suite (no spawn) rc=$rc"; tail -15 "$OUT/hostile-nospawn.txt"
+    for flag in 1 0; do
+      PTXRAG_SANDBOX_NO_SPAWN=$flag timeout 240 python3 - "$flag" >> "$OUT/reaped.txt" 2>&1 <<'PY'
+import sys
+from ptxrag.sandbox import Sandbox, SandboxConfig
+from ptxrag.tasks import load_task
+task = load_task("warp-reduce-redux")
+cfg = SandboxConfig()
+files = ["reference", "controls/reaped_helper.cu", "controls/helper_process.cu"] if sys.argv[1] == "1" else ["controls/reaped_helper.cu"]
+with Sandbox(cfg) as sb:
+    for f in files:
+        src = task.path(task.solution if f == "reference" else f).read_text()
+        rep = sb.evaluate(task, src)
+        ff = rep.first_failure
+        print(f"no_spawn={cfg.forbid_process_creation} {f}: success={rep.success} failed_at={ff.stage if ff else None} {ff.message[:200] if ff else ''}", flush=True)
+PY
+    done
+    log "reaped_helper done"; cat "$OUT/reaped.txt" | tee -a "$OUT/log.txt" ;;
 esac

@@ -16,6 +16,7 @@ from ptxrag.indexer.evaluation import packaged_set, select
 
 OLD = dict(
     reader=False,
+    memory=False,
     rerank=False,
     tower=False,
     history_factor=1.0,
@@ -44,6 +45,7 @@ STEPS: list[tuple[str, dict[str, object]]] = [
         "+ fusion weights chosen with the tower (dense 6, title 0.5; = fusion-tuned)",
         {"dense": 6.0, "title": 0.5},
     ),
+    ("+ query memory (remembered training queries as section vectors, memory.py)", {"memory": True}),
     ("+ learned reranker (= no-reader)", {"rerank": True}),
     ("+ reader over a close call's first two (= default)", {"reader": True}),
 ]
@@ -63,9 +65,8 @@ def main() -> None:
     final = dict(OLD)
     for _, change in STEPS:
         final.update(change)
-    drift = {
-        k: (v, getattr(FusionWeights(), k)) for k, v in final.items() if getattr(FusionWeights(), k) != v
-    }
+    last, default = FusionWeights(**final).model_dump(), FusionWeights().model_dump()
+    drift = {k: (last[k], v) for k, v in default.items() if last[k] != v}
     if drift:  # the last step must be the default, or its label lies
         raise SystemExit(f"the last step is not FusionWeights(): (step, default) {drift}")
     cfg = dict(OLD)

@@ -34,7 +34,8 @@ class StageLimits:
 
 @dataclass
 class SandboxConfig:
-    """One typed config for the evaluator. Environment values: PTXRAG_RUNNER_PYTHON, PTXRAG_NO_GPU."""
+    """One typed config for the evaluator. Environment values: PTXRAG_RUNNER_PYTHON, PTXRAG_NO_GPU,
+    PTXRAG_ISOLATE, PTXRAG_SANDBOX_NO_SPAWN."""
 
     runner_python: str = field(default_factory=lambda: os.environ.get("PTXRAG_RUNNER_PYTHON", sys.executable))
     #: PTXRAG_ISOLATE=1: dedicated uid + empty network namespace for candidate processes (when root)
@@ -50,6 +51,13 @@ class SandboxConfig:
     keep_worker: bool = True
     #: how many warm workers wait for the next candidate (one per candidate that evaluates at the same time)
     idle_workers: int = 2
+    #: forbid the candidate's process to create processes or run programs once its library is loaded
+    #: (``gpu/nospawn.py``, seccomp; it closes a helper that is forked, execs with a clean environment and is
+    #: reaped within one call). PTXRAG_SANDBOX_NO_SPAWN=1 turns it on; off by default until a GPU run shows
+    #: the CUDA driver, CUPTI and Nsight Compute never need it in that process
+    forbid_process_creation: bool = field(
+        default_factory=lambda: os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
+    )
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set
     cuda_device: str | None = (

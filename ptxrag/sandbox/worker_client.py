@@ -25,7 +25,7 @@ from .toolchain import ToolchainError
 
 GPU_DIR = Path(__file__).parent / "gpu"
 #: the files the worker runs by path in its directory (standard library and torch only)
-WORKER_FILES = ("worker.py", "runner.py", "launch_once.py", "abi.py", "protocol.py")
+WORKER_FILES = ("worker.py", "runner.py", "launch_once.py", "abi.py", "protocol.py", "nospawn.py")
 #: the folder of the worker's directory holding what the harness runs or trusts: the worker's scripts, the rtld
 #: audit and CUPTI libraries, each job's job.json, reference, candidate and mutant libraries. It stays the
 #: parent's (``containment.prepare_workdir`` hands the rest to a sandbox uid), so the candidate's processes
@@ -39,6 +39,8 @@ def child_env(config: SandboxConfig, work: Path) -> dict[str, str]:
     env = clean_env(work)
     if config.cuda_device is not None:
         env["CUDA_VISIBLE_DEVICES"] = config.cuda_device
+    if config.forbid_process_creation:
+        env["PTXRAG_SANDBOX_NO_SPAWN"] = "1"  # read by the worker (gpu/worker.py NO_SPAWN)
     return env
 
 

@@ -9,7 +9,7 @@ forbidden library, so a vendor routine cannot be reached by a name built at run 
 checked for work off ``args->stream``, work enqueued after the call returned, and host threads left behind.
 
 Usage: python runner.py CMD_FD RESULT_FD      (one JSON command per line; one JSON reply per line)
-    {"op": "load", "library": path, "monitor": path or null, "audit_log": path or null}
+    {"op": "load", "library": path, "monitor": path or null, "audit_log": path or null, "no_spawn": bool}
     {"op": "map", "handles": [hex, ...]}            -> {"ptrs": [int, ...]} (base addresses here)
     {"op": "prepare", "id": k, "inputs": [...], "outputs": [...], "scalars": [...], "workspace": [ptr, n]}
     {"op": "call", "id": k, "wall": bool, "record": bool}   -> {"rc", "ms", "wall_ms", "violations"}
@@ -27,9 +27,10 @@ import sys
 import time
 
 try:
-    from . import abi  # type: ignore[no-redef]
+    from . import abi, nospawn  # type: ignore[no-redef]
 except ImportError:  # run by path
     import abi  # type: ignore[no-redef]
+    import nospawn  # type: ignore[no-redef]
 
 IPC_HANDLE_BYTES = 64
 MARKER_VALUE = 0xA5  # the runner's 4-byte memset after each call: CUPTI's timestamp of "the call returned"
@@ -102,6 +103,10 @@ class Runner:
         self.gate: abi.StreamGate | None = abi.StreamGate(self.rt)
         self.rt.cudaDeviceSynchronize()
         self.threads = self.thread_set()
+        if cmd.get("no_spawn"):
+            # from here on creating a process kills this one (nospawn.py); the candidate's code first runs
+            # in load_candidate (its constructors)
+            nospawn.forbid_process_creation()
         self.lib, self.launch = abi.load_candidate(cmd["library"])
         return {"audit": self.audit_violations()}
 

@@ -53,6 +53,9 @@ FULL_CHECKS = 2  # timed repetitions whose whole output is verified
 RECORDED_SHARE = 4  # one timed repetition in this many runs with the CUPTI stream record (not in the median)
 RECORDED_MIN = 3
 START_TIMEOUT_S = 60.0  # the candidate's process: interpreter, CUDA context, CUPTI
+#: forbid process creation in the candidate's process from the load of its library on (nospawn.py); opt-in
+#: until a GPU run has shown the CUDA driver, CUPTI and Nsight Compute never need it there
+NO_SPAWN = os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
 #: the baseline's timings by the job's ``baseline_key`` (task content, timing shape): measured once per worker
 BASELINES: dict[str, tuple[float, float]] = {}
 PR_SET_DUMPABLE = 4
@@ -169,7 +172,13 @@ class CandidateProcess:
 
     def load(self, library: str) -> list[str]:
         res = self.checked(
-            {"op": "load", "library": library, "monitor": self.monitor, "audit_log": self.audit_log}
+            {
+                "op": "load",
+                "library": library,
+                "monitor": self.monitor,
+                "audit_log": self.audit_log,
+                "no_spawn": NO_SPAWN,
+            }
         )
         return list(res.get("audit", []))
 
@@ -351,6 +360,10 @@ class ExposedMemory:
 def exit_text(returncode: int | None) -> str:
     """How a child process ended, with the signal's name (SIGSEGV, SIGKILL...)."""
     if returncode is not None and returncode < 0:
+        if NO_SPAWN and -returncode == signal.SIGSYS:
+            return (
+                "was killed by SIGSYS: it tried to create a process or run a program (forbidden: nospawn.py)"
+            )
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-returncode).name}"
     return f"exited with status {returncode}"
