@@ -117,10 +117,10 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     assert [h.section_number for h in after[2:]] == [h.section_number for h in before[2:]]
     scores = [h.score for h in after]
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
-    # on by default (the default gate and mix, where the second is likely enough); the switch off, and
-    # a gate no second candidate reaches, leave the reranker's order
+    # the default's switch, gate and mix; the switch off, and a gate no second candidate reaches, leave the
+    # reranker's order
     default = mini.search(QUERY, 5, sources=["ptx-isa"])
-    if b.score >= FusionWeights().reader_gate:
+    if FusionWeights().reader and b.score >= FusionWeights().reader_gate:
         assert [h.section_number for h in default] == [h.section_number for h in after]
     else:
         assert [h.section_number for h in default] == [h.section_number for h in before]

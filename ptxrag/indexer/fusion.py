@@ -29,6 +29,12 @@ class Candidate:
     """BM25 over the section's purpose and Description (``fields.description``)"""
     queries: float | None = None
     """BM25 over the section's pseudo-queries (``fields.queries``)"""
+    chunk: float | None = None
+    """the cosine of the section's best chunk alone (``dense`` is that or its best remembered query)"""
+    remembered: float | None = None
+    """the cosine of the section's best remembered query (the query memory), when it has any"""
+    votes: float = 0.0
+    """the share of the query's nearest remembered queries that were written for this section"""
     stub: bool = False
     """a section whose own text only introduces its subsections"""
     defines: bool = False
@@ -63,7 +69,7 @@ class FusionWeights(BaseModel):
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
     reader: bool = Field(
-        True,
+        False,
         description="reorder the reranker's first candidates on a close call with the learned reader "
         "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~6.5 ms at two, on the "
         "searches it reads (about a third; docs/retrieval.md)",

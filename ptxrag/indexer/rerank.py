@@ -47,6 +47,9 @@ FEATURES: tuple[str, ...] = (
     "children_listed",
     "title_overlap",
     "pack",
+    "rel_chunk",
+    "rel_remembered",
+    "votes",
 )
 
 
@@ -78,6 +81,8 @@ def features(rows: Sequence[Row], query: str, *, asks_instruction: bool, asks_hi
         )
         ranks[s] = {key: i for i, (_, key) in enumerate(scored, start=1)}
         best[s] = scored[0][0] if scored else 0.0
+    best_chunk = max((r.cand.chunk for r in rows if r.cand.chunk is not None), default=0.0)
+    best_remembered = max((r.cand.remembered for r in rows if r.cand.remembered is not None), default=0.0)
     listed = {r.cand.key for r in rows}
     qtok = set(tokenize(query))
     out = np.zeros((len(rows), len(FEATURES)), dtype=np.float32)
@@ -108,6 +113,9 @@ def features(rows: Sequence[Row], query: str, *, asks_instruction: bool, asks_hi
             min(sum(1 for k in listed if k[0] == coll and k[1].startswith(number + ".")), 5) / 5.0,
             len(qtok & ttok) / len(qtok) if qtok else 0.0,
             float(r.pack),
+            1.0 + c.chunk - best_chunk if c.chunk is not None else 0.0,
+            1.0 + c.remembered - best_remembered if c.remembered is not None else 0.0,
+            c.votes,
         ]
         out[i] = f
     return out

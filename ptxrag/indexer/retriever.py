@@ -41,6 +41,8 @@ from .tower import QueryTower, tower_for
 
 #: how many chunks the dense search returns per collection before grouping by section
 DENSE_CANDIDATES = 48
+#: how many of the nearest remembered queries vote for their sections (a reranker feature)
+MEMORY_VOTERS = 16
 #: a section with subsections and less text than this of its own is a stub (an introduction)
 STUB_CHARS = 300
 #: query embeddings remembered per retriever
@@ -533,12 +535,19 @@ class Retriever:
             for row in top:
                 if scores[row] > 0:
                     setattr(cand(int(row)), attr, float(scores[row]))
-        best, nearest = self._dense(loaded, qvec, placed)
+        best, nearest, parts = self._dense(loaded, qvec, placed)
         for row in nearest:
             cand(int(row))
         if best is not None:
             for row, c in out.items():
                 c.dense = float(best[row])
+        if parts is not None:
+            chunk, remembered, votes = parts
+            for row, c in out.items():
+                c.chunk = float(chunk[row])
+                if remembered[row] > -1.0:
+                    c.remembered = float(remembered[row])
+                c.votes = float(votes.get(row, 0.0))
         return list(out.values())
 
     def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
@@ -566,7 +575,7 @@ class Retriever:
 
     def _dense(
         self, loaded: _Loaded, qvec: np.ndarray, placed: Placed | None = None
-    ) -> tuple[np.ndarray | None, list[int]]:
+    ) -> tuple[np.ndarray | None, list[int], tuple[np.ndarray, np.ndarray, dict[int, float]] | None]:
         """Per section the cosine similarity of its best chunk (exact: every chunk vector is scanned, a
         matrix product of a few milliseconds at most), or of its best remembered query where ``placed``
         (the query memory's share of this collection) has a nearer one, and the sections of the
@@ -574,19 +583,27 @@ class Retriever:
         from the index's ``vectors.npy`` (else from Chroma, for an index built before that file)."""
         vecs, rows = self._vectors(loaded)
         if not len(rows):
-            return None, []
+            return None, [], None
         sims = vecs @ qvec
         best = np.full(len(loaded.sections), -1.0, dtype=np.float32)
         np.maximum.at(best, rows, sims)
+        parts = None
         if placed is not None:
             msims, mbest = placed.best(qvec)
+            chunk = best.copy()
+            remembered = np.full(len(loaded.sections), -1.0, dtype=np.float32)
+            remembered[placed.rows] = mbest
+            v = min(MEMORY_VOTERS, len(msims))
+            near = placed.entry_rows[np.argpartition(-msims, v - 1)[:v]]
+            owners, counts = np.unique(near, return_counts=True)
+            parts = (chunk, remembered, {int(o): c / v for o, c in zip(owners, counts, strict=True)})
             best[placed.rows] = np.maximum(best[placed.rows], mbest)
             sims = np.concatenate([sims, msims])
             rows = np.concatenate([rows, placed.entry_rows])
         n = min(DENSE_CANDIDATES, len(sims))
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top])]
-        return best, [int(rows[i]) for i in top]
+        return best, [int(rows[i]) for i in top], parts
 
     def _hit(self, loaded: _Loaded, row: int, score: float) -> Hit:
         s = loaded.sections[row]
