@@ -20,8 +20,8 @@ corpus_app = typer.Typer(help="Manuals per GPU generation: add, list, diff, remo
 
 def query_threads(cpus: int | None = None, load: float | None = None) -> int:
     """Torch threads for searches: two where two cores are idle, else one. A search embeds one short text
-    (and the reader two short pairs): two threads take its p95 from ~21 to ~17 ms on an idle 2-core
-    machine, but two threads fighting over a busy small machine are far slower than one (measured: 13 ms
+    (and, when switched on, the reader two short pairs): two threads took session 8's default (reader on)
+    from ~21 to ~17 ms p95 on an idle 2-core machine, but two threads fighting over a busy small machine are far slower than one (measured: 13 ms
     against 149 ms per query on 2 cores under a load average of 7). ``PTXRAG_TORCH_THREADS`` overrides."""
     import os
 
