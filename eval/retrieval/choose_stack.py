@@ -19,7 +19,6 @@ import argparse
 import json
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +51,8 @@ def record(r: Retriever, items: list[tuple[str, list[str], list[str], str | None
     assert r.reader is not None
     r.reader.ready(emb)
     for query, expect, sources, round_ in items:
-        keys = r._keys("9.1", sources)
-        fused_of = r.fused
-        r.fused = partial(fused_of, memory_without=round_)  # type: ignore[method-assign]
-        try:
-            fused = r.fused(query, keys, off)
-            ranked = r._rerank(r.reranker, query, fused) if r.reranker is not None else fused.ranked
-        finally:
-            del r.fused
+        fused = r.fused(query, r._keys("9.1", sources), off, memory_without=round_)
+        ranked = r._rerank(r.reranker, query, fused) if r.reranker is not None else fused.ranked
         top = ranked[:10]
         texts = [r._reader_text(c.key) for c, _ in top[:k]]
         out.append(

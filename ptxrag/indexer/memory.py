@@ -51,13 +51,12 @@ def _norm_title(title: str) -> str:
 @dataclass(frozen=True)
 class Placed:
     """A collection's share of the memory: vectors grouped by section row (``starts`` opens each group
-    in ``vectors``; ``rows[i]`` is group i's section row) and the round each entry came from."""
+    in ``vectors``; ``rows[i]`` is group i's section row, ``entry_rows[j]`` entry j's)."""
 
     vectors: np.ndarray
     rows: np.ndarray
     starts: np.ndarray
     entry_rows: np.ndarray
-    rounds: np.ndarray
 
     def best(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each entry's cosine with ``qvec`` and each section group's best."""
@@ -124,7 +123,6 @@ class QueryMemory:
                 rows=rows[starts],
                 starts=starts,
                 entry_rows=rows,
-                rounds=self.rounds[idx],
             )
         self._placed[key] = placed
         return placed

@@ -548,6 +548,9 @@ class Retriever:
                 if remembered[row] > -1.0:
                     c.remembered = float(remembered[row])
                 c.votes = float(votes.get(row, 0.0))
+        else:  # no memory here: the dense evidence is all chunks
+            for c in out.values():
+                c.chunk = c.dense
         return list(out.values())
 
     def _vectors(self, loaded: _Loaded) -> tuple[np.ndarray, np.ndarray]:
@@ -579,8 +582,10 @@ class Retriever:
         """Per section the cosine similarity of its best chunk (exact: every chunk vector is scanned, a
         matrix product of a few milliseconds at most), or of its best remembered query where ``placed``
         (the query memory's share of this collection) has a nearer one, and the sections of the
-        ``DENSE_CANDIDATES`` nearest vectors, nearest first. The vectors are read once per collection,
-        from the index's ``vectors.npy`` (else from Chroma, for an index built before that file)."""
+        ``DENSE_CANDIDATES`` nearest vectors, nearest first; with a memory also, for the reranker, each
+        section's best chunk, its best remembered query (-1 without any) and the share of the
+        ``MEMORY_VOTERS`` nearest remembered queries written for it. The vectors are read once per
+        collection, from the index's ``vectors.npy`` (else from Chroma, for an index built before that file)."""
         vecs, rows = self._vectors(loaded)
         if not len(rows):
             return None, [], None
