@@ -46,7 +46,8 @@ STEPS: list[tuple[str, dict[str, object]]] = [
         {"dense": 6.0, "title": 0.5},
     ),
     ("+ query memory (remembered training queries as section vectors, memory.py)", {"memory": True}),
-    ("+ learned reranker (= default; the reader is off by default since session 9)", {"rerank": True}),
+    ("+ learned reranker (= no-reader)", {"rerank": True}),
+    ("+ reader over a close call's first two (= default)", {"reader": True}),
 ]
 
 

@@ -13,9 +13,9 @@
   intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
   (``fusion-tuned``, no memory); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
   of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``no-memory``
-  everything but the query memory; ``with-reader`` the default plus the reader of ``reader.py`` on a close
-  call (off by default since session 9); ``default`` the defaults of ``FusionWeights``: the query tower,
-  the memory and the reranker of ``rerank.py``."""
+  everything but the query memory; ``no-reader`` everything but the reader; ``default`` the defaults of
+  ``FusionWeights``: the query tower, the memory, the reranker of ``rerank.py`` and the reader of
+  ``reader.py`` on a close call, where its file fits the model."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ ABLATIONS: dict[str, FusionWeights] = {
     "fields-description": FusionWeights(rerank=False, tower=False, description=0.5),
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
     "no-memory": FusionWeights(memory=False),
-    "with-reader": FusionWeights(reader=True),
+    "no-reader": FusionWeights(reader=False),
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first

@@ -69,13 +69,13 @@ class FusionWeights(BaseModel):
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
     reader: bool = Field(
-        False,
+        True,
         description="reorder the reranker's first candidates on a close call with the learned reader "
         "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~6.5 ms at two, on the "
         "searches it reads (about a third; docs/retrieval.md)",
     )
     reader_mix: float = Field(
-        2.0,
+        4.0,
         ge=0,
         description="weight of the reader's score beside the reranker's log-probability (chosen on dev and "
         "the tower's held-out queries with the query memory and the reranker in use; the reader file's "

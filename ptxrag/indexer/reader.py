@@ -18,9 +18,8 @@ It runs after the reranker on the first ``k`` candidates when the second of them
 reranker's log-probability relative to the best plus ``FusionWeights.reader_mix`` x the reader's score,
 and the ``k`` are reordered by it. Mix and gate live with the fusion weights because they are chosen for
 the whole stack in use (``eval/retrieval/choose_stack.py``); the file's ``mix`` and ``gate`` record what
-its trainer chose for the stack of its day. It was on by default in session 8; since session 9 it is
-off (with the query memory and the reranker's memory features it no longer gained on dev and the held-out
-queries); ``FusionWeights(reader=True)`` and the ``with-reader`` ablation switch it on. On the searches it
+its trainer chose for the stack of its day. It is on by default (``FusionWeights(reader=False)`` and
+the ``no-reader`` ablation switch it off). On the searches it
 reads (about a third) it costs about 9 ms at one torch thread, 6.5 ms at two. ``eval/retrieval/train_reader.py`` trains it and chooses ``k``."""
 
 from __future__ import annotations
