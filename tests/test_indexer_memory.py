@@ -48,17 +48,22 @@ def test_entries_are_placed_by_number_and_title_and_a_round_can_be_left_out() ->
         ["Integer Arithmetic", "MBARRIER.try_wait", "Floating Point", "Syntax", "Syntax", "Gone"],
         ["r1", "r2", "r1", "r1", "r2", "r2"],
     )
-    placed = mem.place("c", _sections())
+    placed = mem.place(_sections())
     assert placed is not None
     assert placed.entry_rows.tolist() == [0, 1, 2]  # rows of 9.7.1, 9.7.2 (renamed-number), 9.7.3
     assert placed.vectors.tolist() == v[[0, 1, 3]].tolist()
     assert placed.rows.tolist() == [0, 1, 2] and placed.starts.tolist() == [0, 1, 2]
     sims, best = placed.best(v[1])
     assert sims.tolist() == [0.0, 1.0, 0.0] and best.tolist() == [0.0, 1.0, 0.0]
-    without = mem.place("c", _sections(), without_round="r2")
+    without = mem.place(_sections(), without_round="r2")
     assert without is not None and without.entry_rows.tolist() == [0, 2]
-    assert mem.place("c", _sections()) is placed  # cached per collection
-    assert _memory(v[:1], ["1"], ["Other"], ["r1"]).place("d", _sections()) is None
+    # one memory serves every index of a process: a smaller manual of the same version gets its own rows
+    # (a placement cached by collection name once put 9.1's rows on an 8-section index)
+    small = mem.place([Section(number="9.7.2", title="mbarrier.try_wait")])
+    assert (
+        small is not None and small.entry_rows.tolist() == [0] and small.vectors.tolist() == [v[1].tolist()]
+    )
+    assert _memory(v[:1], ["1"], ["Other"], ["r1"]).place(_sections()) is None
 
 
 def test_a_section_with_a_remembered_query_like_the_new_one_rises(

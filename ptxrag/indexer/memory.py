@@ -84,20 +84,15 @@ class QueryMemory:
         self.fingerprint = fingerprint
         self.tower = tower
         self.meta = meta
-        self._placed: dict[tuple[str, str | None], Placed | None] = {}
 
     def __len__(self) -> int:
         return len(self.sections)
 
-    def place(
-        self, collection: str, sections: list[Section], without_round: str | None = None
-    ) -> Placed | None:
-        """This memory's entries for ``collection``'s ``sections`` (None when none fits), without the
+    def place(self, sections: list[Section], without_round: str | None = None) -> Placed | None:
+        """This memory's entries for a collection of ``sections`` (None when none fits), without the
         entries of round ``without_round`` (the reranker's trainer scores a held-out query that way, so
-        that queries written beside it in the same round do not stand in for it). Cached per collection."""
-        key = (collection, without_round)
-        if key in self._placed:
-            return self._placed[key]
+        that queries written beside it in the same round do not stand in for it). The caller keeps the
+        result with the collection (one memory serves every index of the process)."""
         row_of = {s.number: i for i, s in enumerate(sections)}
         title_of = [_norm_title(s.title) for s in sections]
         here = Counter(title_of)
@@ -124,7 +119,6 @@ class QueryMemory:
                 starts=starts,
                 entry_rows=rows,
             )
-        self._placed[key] = placed
         return placed
 
 

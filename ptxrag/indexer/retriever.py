@@ -41,6 +41,7 @@ from .tower import QueryTower, tower_for
 
 #: how many chunks the dense search returns per collection before grouping by section
 DENSE_CANDIDATES = 48
+_UNPLACED = object()
 #: how many of the nearest remembered queries vote for their sections (a reranker feature)
 MEMORY_VOTERS = 16
 #: a section with subsections and less text than this of its own is a stub (an introduction)
@@ -114,6 +115,8 @@ class _Loaded:
     vector_rows: np.ndarray | None = None
     """the section row of each vector"""
     defines: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    memory: dict[str | None, Placed | None] = field(default_factory=dict)
+    """the query memory's share of this collection, per round left out (``QueryMemory.place``)"""
     reader_texts: dict[int, str] = field(default_factory=dict)
     """what the reader sees of each section read so far (``reader.reader_text``)"""
 
@@ -394,7 +397,7 @@ class Retriever:
         defines: dict[tuple[str, str], tuple[str, ...]] = {}
         for key in keys:
             loaded = self._collection(key)
-            placed = memory.place(key, loaded.sections, memory_without) if memory is not None else None
+            placed = self._placed(memory, key, loaded, memory_without) if memory is not None else None
             candidates.extend(self._candidates(key, loaded, tokens, qvec, w, placed))
             for number, names in loaded.defines.items():
                 if names:
@@ -403,6 +406,18 @@ class Retriever:
         bonus = _name_bonus(names_in_query(query, vocab), defines)
         intents = {"asks_instruction": asks_instruction(query), "asks_history": asks_history(query)}
         return Fused(fuse(candidates, bonus, w, **intents), bonus, intents, w)
+
+    def _placed(
+        self, memory: QueryMemory, key: str, loaded: _Loaded, without_round: str | None
+    ) -> Placed | None:
+        """The memory's share of collection ``key`` (``QueryMemory.place``), computed once per collection
+        of this retriever and round left out."""
+        got = loaded.memory.get(without_round, _UNPLACED)
+        if got is _UNPLACED:
+            got = memory.place(loaded.sections, without_round)
+            with self._lock:
+                loaded.memory[without_round] = got
+        return got  # type: ignore[return-value]
 
     def _rerank(self, reranker: Reranker, query: str, fused: Fused) -> list[tuple[Candidate, float]]:
         """The first ``RERANK_DEPTH`` candidates reordered by the reranker. Their scores become the
