@@ -105,8 +105,12 @@ class Runner:
         self.threads = self.thread_set()
         if cmd.get("no_spawn"):
             # from here on creating a process kills this one (nospawn.py); the candidate's code first runs
-            # in load_candidate (its constructors)
-            nospawn.forbid_process_creation()
+            # in load_candidate (its constructors). A filter that cannot be installed is the harness's
+            # failure, not the candidate's (an OSError would read as the candidate's load error)
+            try:
+                nospawn.forbid_process_creation()
+            except OSError as e:
+                raise RuntimeError(f"the process-creation filter could not be installed: {e}") from e
         self.lib, self.launch = abi.load_candidate(cmd["library"])
         return {"audit": self.audit_violations()}
 
