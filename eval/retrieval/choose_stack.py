@@ -26,21 +26,15 @@ import torch
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_query_tower import held_out, read_training_rounds  # noqa: E402
+from train_query_tower import written_searches  # noqa: E402
+from train_reader import ranks_of  # noqa: E402
 
 from ptxrag.indexer import Retriever  # noqa: E402
-from ptxrag.indexer.evaluation import answers, load_queries, packaged_set, select  # noqa: E402
+from ptxrag.indexer.evaluation import load_queries, packaged_set, select  # noqa: E402
 from ptxrag.indexer.fusion import FusionWeights  # noqa: E402
 from ptxrag.indexer.memory import memory_for  # noqa: E402
 from ptxrag.indexer.rerank import load_reranker  # noqa: E402
 from ptxrag.indexer.schema import MANUAL_SOURCE  # noqa: E402
-
-
-def first_rank(keys: list[tuple[str, str]], expect: list[str]) -> int | None:
-    for i, (coll, number) in enumerate(keys, 1):
-        if any(answers(number, e) if coll.startswith(MANUAL_SOURCE) else number == e for e in expect):
-            return i
-    return None
 
 
 def record(r: Retriever, items: list[tuple[str, list[str], list[str], str | None]], k: int) -> list[dict]:  # type: ignore[type-arg]
@@ -74,7 +68,7 @@ def apply(rec: dict, mix: float, gate: float, k: int) -> int | None:  # type: ig
         s = np.asarray(rec["read"][:kk])
         new = np.log(np.maximum(p[:kk], 1e-12)) + mix * (s - s.max())
         keys = [keys[i] for i in np.argsort(-new, kind="stable")] + keys[kk:]
-    return first_rank(keys, rec["expect"])  # type: ignore[arg-type]
+    return ranks_of(keys, rec["expect"])  # type: ignore[arg-type]
 
 
 def summary(recs: list[dict], mix: float, gate: float, k: int) -> tuple[float, float]:  # type: ignore[type-arg]
@@ -108,18 +102,10 @@ def main() -> None:
         other = Retriever()
         other.reranker = load_reranker(Path(path))
         stacks.append((name, other))
-    base = stacks[0][1]
-    manual = set(base._collection(base._keys("9.1", [MANUAL_SOURCE])[0]).row_of)
-    pack = {
-        n: s
-        for s in base.sources()
-        if s != MANUAL_SOURCE
-        for n in base._collection(base._keys(None, [s])[0]).row_of
-    }
     held = [
-        (q, [sec], [MANUAL_SOURCE] if sec in manual else [MANUAL_SOURCE, pack[sec]], rnd)
-        for q, sec, rnd in read_training_rounds(args.queries)
-        if held_out(q) and (sec in manual or sec in pack)
+        (w.query, [w.section], w.sources, w.round)
+        for w in written_searches(stacks[0][1], "9.1", args.queries)
+        if w.held
     ]
     print(f"dev {len(dev)}, held-out {len(held)}", flush=True)
     results: dict[str, dict[str, list[float]]] = {}

@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,44 @@ def read_training_rounds(paths: list[Path]) -> list[tuple[str, str, str]]:
                 continue
             seen.add(q.lower())
             out.append((q, str(d["section"]).strip().rstrip("."), str(d.get("round") or "errors")))
+    return out
+
+
+@dataclass(frozen=True)
+class WrittenSearch:
+    """A written training query as the learned parts' trainers search with it."""
+
+    query: str
+    section: str
+    round: str
+    held: bool
+    """in the query tower's hashed hold-out (``held_out``)"""
+    sources: list[str]
+    """a manual section's query searches the manual; a pack document's, the manual and its source"""
+    own: tuple[str, str]
+    """(collection key, number) of the section or document it was written for"""
+
+
+def written_searches(r: Retriever, version: str, paths: list[Path]) -> list[WrittenSearch]:
+    """``read_training_rounds`` for the sections and documents ``r`` has indexed (others are left out).
+    Search each with ``memory_without=search.round``: the query memory holds the query itself and the
+    queries written beside it in its round."""
+    manual_key = r._keys(version, [MANUAL_SOURCE])[0]
+    manual = set(r._collection(manual_key).row_of)
+    pack: dict[str, str] = {}
+    for source in r.sources():
+        if source != MANUAL_SOURCE:
+            for number in r._collection(r._keys(None, [source])[0]).row_of:
+                pack.setdefault(number, source)
+    out = []
+    for query, section, round_ in read_training_rounds(paths):
+        if section in manual:
+            sources, own = [MANUAL_SOURCE], (manual_key, section)
+        elif section in pack:
+            sources, own = [MANUAL_SOURCE, pack[section]], (r._keys(None, [pack[section]])[0], section)
+        else:
+            continue
+        out.append(WrittenSearch(query, section, round_, held_out(query), sources, own))
     return out
 
 

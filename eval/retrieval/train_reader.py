@@ -66,11 +66,14 @@ import torch
 from ptxrag.indexer import Retriever
 from ptxrag.indexer.evaluation import answers, load_queries, packaged_set, select
 from ptxrag.indexer.fusion import FusionWeights
+from ptxrag.indexer.memory import MEMORY_PATH
 from ptxrag.indexer.reader import READER_PATH, doc_ids, pair_ids, save_reader, score_pairs
+from ptxrag.indexer.rerank import RERANK_PATH
 from ptxrag.indexer.schema import MANUAL_SOURCE
+from ptxrag.indexer.tower import TOWER_PATH
 
 sys.path.insert(0, str(Path(__file__).parent))
-from train_query_tower import held_out, read_training  # noqa: E402
+from train_query_tower import written_searches  # noqa: E402
 
 #: the depth of the mined lists
 DEPTH = 10
@@ -79,9 +82,12 @@ NEG_POOL = 8
 Key = tuple[str, str]
 
 
-def reranked(r: Retriever, query: str, keys: list[str], w: FusionWeights) -> list[tuple[Key, float]]:
-    """The first ``DEPTH`` of a search's reranked list (reader off): (key, relative probability)."""
-    fused = r.fused(query, keys, w)
+def reranked(
+    r: Retriever, query: str, keys: list[str], w: FusionWeights, memory_without: str | None = None
+) -> list[tuple[Key, float]]:
+    """The first ``DEPTH`` of a search's reranked list (reader off): (key, relative probability); a
+    written query searches without its own round of the query memory (which holds the query itself)."""
+    fused = r.fused(query, keys, w, memory_without=memory_without)
     ranked = fused.ranked
     if r.reranker is not None and len(ranked) > 1:
         ranked = r._rerank(r.reranker, query, fused)
@@ -95,32 +101,21 @@ def relevant(key: Key, expect: list[str]) -> bool:
 
 
 def mine(r: Retriever, version: str, paths: list[Path]) -> dict[str, Any]:
-    manual_key = r._keys(version, [MANUAL_SOURCE])[0]
-    manual = set(r._collection(manual_key).row_of)
-    pack: dict[str, str] = {}
-    for source in r.sources():
-        if source != MANUAL_SOURCE:
-            for number in r._collection(r._keys(None, [source])[0]).row_of:
-                pack.setdefault(number, source)
     base = FusionWeights(tower=False)
     train: list[dict[str, Any]] = []
     t0 = time.time()
-    data = read_training(paths)
-    for n, (query, section) in enumerate(data):
-        if section not in manual and section not in pack:
-            continue
-        sources = [MANUAL_SOURCE] if section in manual else [MANUAL_SOURCE, pack[section]]
-        keys = r._keys(version, sources)
-        own = (manual_key, section) if section in manual else (r._keys(None, [pack[section]])[0], section)
+    data = written_searches(r, version, paths)
+    for n, w in enumerate(data):
+        keys = r._keys(version, w.sources)
         rec = {
-            "query": query,
-            "expect": [section],
-            "own": list(own),
-            "held": held_out(query),
-            "default": reranked(r, query, keys, r.weights),
+            "query": w.query,
+            "expect": [w.section],
+            "own": list(w.own),
+            "held": w.held,
+            "default": reranked(r, w.query, keys, r.weights, w.round),
         }
-        if not rec["held"]:
-            rec["base"] = reranked(r, query, keys, base)
+        if not w.held:
+            rec["base"] = reranked(r, w.query, keys, base, w.round)
         train.append(rec)
         if n % 1000 == 0:
             print(f"  mined {n}/{len(data)} ({time.time() - t0:.0f} s)", flush=True)
@@ -138,6 +133,9 @@ def digest(paths: list[Path], r: Retriever) -> str:
     for p in sorted(paths):
         h.update(p.read_bytes())
     h.update(json.dumps(sorted(r._entries), sort_keys=True).encode())
+    for artefact in (TOWER_PATH, MEMORY_PATH, RERANK_PATH):  # lists mined with other learned parts are stale
+        if artefact.is_file():
+            h.update(artefact.read_bytes())
     h.update(str(r.store.home).encode())
     return h.hexdigest()[:16]
 

@@ -76,21 +76,14 @@ def collect_written(
     (which holds the query itself and the queries written beside it), as it is for a new query. A manual
     section's query searches the manual; a pack document's query searches the manual and that
     document's source."""
-    from train_query_tower import held_out, read_training_rounds
+    from train_query_tower import written_searches
 
-    key = r._keys(version, [MANUAL_SOURCE])[0]
-    manual = set(r._collection(key).row_of)
-    pack = {}
-    for source in r.sources():
-        if source != MANUAL_SOURCE:
-            for number in r._collection(r._keys(None, [source])[0]).row_of:
-                pack[number] = source
     out = []
-    for query, section, round_ in read_training_rounds(paths):
-        if not held_out(query) or (section not in manual and section not in pack):
+    for w in written_searches(r, version, paths):
+        if not w.held:
             continue
-        sources = [MANUAL_SOURCE] if section in manual else [MANUAL_SOURCE, pack[section]]
-        fused = r.fused(query, r._keys(version, sources), r.weights, memory_without=round_)
+        query, section = w.query, w.section
+        fused = r.fused(query, r._keys(version, w.sources), r.weights, memory_without=w.round)
         top = fused.ranked[:RERANK_DEPTH]
         rel = np.asarray(
             [
