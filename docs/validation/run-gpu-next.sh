@@ -13,11 +13,18 @@
 # Session 8 ran PART=7, 3 and 8 (2026-12-05-s8-gpu.txt; PART=8 checks the zombie fix). Open GPU work: the
 # BW_DQ_BULK=1 attention-backward variant through the sandbox (10% faster, not the default yet) and throughput.
 # Session 9 had no GPU lent; it wrote PART=9 (the process-creation filter, opt-in until PART=9 passes): run it first.
-# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 9)
+# Session 10: PART=9 (extended with profiled_helper.cu) and PART=10 (every reference and the hostile suite with the filter).
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 10)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/log.txt"; }
+# the filter needs libseccomp (nospawn.py); a bare device image may lack it: a copy carried in .whl/lib
+nospawn_lib() {
+  if ! ldconfig -p | grep -q libseccomp.so.2; then
+    cp .whl/lib/libseccomp.so.2 /usr/lib/x86_64-linux-gnu/ && ldconfig && log "libseccomp: carried copy installed"
+  else log "libseccomp: $(ldconfig -p | grep libseccomp.so.2 | head -1)"; fi
+}
 case "${PART:-1}" in
 1)  # issue 15: the kernels of the tasks that changed after their session-5 run: bulk-copy-scale (input_overwrite
     # was lost to the harness race), warp-elect-sum (its elect.sync minimum is now the task's own expression),
@@ -90,33 +97,49 @@ case "${PART:-1}" in
     timeout 300 python3 docs/validation/integrity-smoke.py "$OUT" --adversarial --log s8-redux.jsonl warp-reduce-redux > "$OUT/redux.txt" 2>&1
     rc=$?; log "redux controls rc=$rc"
     python3 docs/validation/integrity-summary.py "$OUT"/s8-redux.jsonl warp-reduce-redux | tail -5 | tee -a "$OUT/log.txt" ;;
-9)  # session 9 (written without a GPU: none was lent): the process-creation filter (sandbox/gpu/nospawn.py),
-    # opt-in until this part passes. With PTXRAG_SANDBOX_NO_SPAWN=1: all sandbox GPU tests and the hostile suite
-    # (they must pass as without it: the CUDA driver, CUPTI and Nsight Compute's injection must never create a
-    # process in the candidate's process), then warp-reduce-redux's reference (every stage, ncu included) and
-    # controls/reaped_helper.cu (fork + exec with a clean environment, reaped within the call: must fail at
-    # correctness, SIGSYS) and helper_process.cu; then reaped_helper.cu without the filter (the gap: it passes).
-    # If all holds, turn forbid_process_creation on by default and declare reaped_helper.cu in task.toml.
+9)  # session 9 (written without a GPU: none was lent), run in session 10: the process-creation filter
+    # (sandbox/gpu/nospawn.py), opt-in until this part and PART=10 pass. With PTXRAG_SANDBOX_NO_SPAWN=1: all
+    # sandbox GPU tests (they must pass as without it: the CUDA driver, CUPTI and Nsight Compute's injection must
+    # never create a process in the candidate's process), then warp-reduce-redux's reference (every stage, ncu
+    # included), controls/reaped_helper.cu (fork + exec with a clean environment, reaped within the call: must
+    # fail at correctness, SIGSYS), controls/profiled_helper.cu (session 10: redux.sync only in a helper process
+    # started in the profiled launch, reaped within the call: must fail at execution) and helper_process.cu;
+    # then the two helpers without the filter (the gap: both pass).
+    nospawn_lib
     export PTXRAG_SANDBOX_NO_SPAWN=1
     timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_sandbox_gpu.py tests/test_worker_exposure.py > "$OUT/sandbox-gpu-nospawn.txt" 2>&1
     rc=$?; log "sandbox gpu tests (no spawn) rc=$rc"; tail -14 "$OUT/sandbox-gpu-nospawn.txt"
-    timeout 300 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile-nospawn.txt" 2>&1
-    rc=$?; log "hostile suite (no spawn) rc=$rc"; tail -15 "$OUT/hostile-nospawn.txt"
     for flag in 1 0; do
-      PTXRAG_SANDBOX_NO_SPAWN=$flag timeout 240 python3 - "$flag" >> "$OUT/reaped.txt" 2>&1 <<'PY'
+      PTXRAG_SANDBOX_NO_SPAWN=$flag timeout 200 python3 - "$flag" >> "$OUT/reaped.txt" 2>&1 <<'PY'
 import sys
 from ptxrag.sandbox import Sandbox, SandboxConfig
 from ptxrag.tasks import load_task
 task = load_task("warp-reduce-redux")
 cfg = SandboxConfig()
-files = ["reference", "controls/reaped_helper.cu", "controls/helper_process.cu"] if sys.argv[1] == "1" else ["controls/reaped_helper.cu"]
+files = ["controls/reaped_helper.cu", "controls/profiled_helper.cu"]
+if sys.argv[1] == "1":
+    files = ["reference", *files, "controls/helper_process.cu"]
 with Sandbox(cfg) as sb:
     for f in files:
         src = task.path(task.solution if f == "reference" else f).read_text()
         rep = sb.evaluate(task, src)
         ff = rep.first_failure
-        print(f"no_spawn={cfg.forbid_process_creation} {f}: success={rep.success} failed_at={ff.stage if ff else None} {ff.message[:200] if ff else ''}", flush=True)
+        print(f"no_spawn={cfg.forbid_process_creation} {f}: success={rep.success} failed_at={ff.stage if ff else None}", flush=True)
+        for s in rep.stages():
+            print(f"    {s.stage}: {s.status} {s.wall_s:.1f}s {s.message[:240]}", flush=True)
 PY
     done
-    log "reaped_helper done"; cat "$OUT/reaped.txt" | tee -a "$OUT/log.txt" ;;
+    log "helpers done"; cat "$OUT/reaped.txt" | tee -a "$OUT/log.txt" ;;
+10) # session 10, the filter's second half: every task's reference through the sandbox with the filter (4 lanes
+    # sharing the GPU; all must succeed: no kernel, library or profiler needs a process there), then the hostile
+    # suite with it
+    nospawn_lib
+    export PTXRAG_SANDBOX_NO_SPAWN=1
+    for i in 0 1 2 3; do
+      timeout 330 python3 docs/validation/integrity-smoke.py "$OUT" --refs --lane "$i/4" --shared --log "s10-refs-$i.jsonl" >> "$OUT/lanes.txt" 2>&1 &
+    done
+    wait; log "refs done"
+    python3 docs/validation/integrity-summary.py "$OUT"/s10-refs-*.jsonl | tail -8 | tee -a "$OUT/log.txt"
+    timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile-nospawn.txt" 2>&1
+    rc=$?; log "hostile suite (no spawn) rc=$rc"; tail -15 "$OUT/hostile-nospawn.txt" ;;
 esac

@@ -499,6 +499,7 @@ def describe_exit(returncode: int | None) -> str:
             "SIGSEGV": " (segmentation fault on the host)",
             "SIGABRT": " (abort)",
             "SIGXCPU": " (CPU limit)",
+            "SIGSYS": " (a forbidden system call: with the process-creation filter, creating a process)",
         }
         return f"killed by {name}{hint.get(name, '')}"
     return f"exited with code {returncode}"

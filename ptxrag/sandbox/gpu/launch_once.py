@@ -19,9 +19,10 @@ import os
 import sys
 
 try:
-    from . import abi  # type: ignore[no-redef]
+    from . import abi, nospawn  # type: ignore[no-redef]
 except ImportError:  # run by path
     import abi  # type: ignore[no-redef]
+    import nospawn  # type: ignore[no-redef]
 
 
 def _check(rt, rc: int, what: str) -> None:
@@ -44,6 +45,20 @@ def main(argv: list[str]) -> int:
         job = json.load(f)
     library, warm_calls = launch_params(argv, job)
     rt = ctypes.CDLL(abi.find_cudart())
+    if (
+        os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
+    ):  # the evaluator's environment (worker_client.child_env)
+        # as in runner.py: the CUDA context (and the profiler's injection) first, then no new process from
+        # here on; the candidate's code first runs in load_candidate (its constructors)
+        _check(rt, rt.cudaFree(None), "cudaFree(0)")
+        try:
+            nospawn.forbid_process_creation()
+        except OSError as e:
+            print(
+                f"launch_once: harness error: the process-creation filter could not be installed: {e}",
+                file=sys.stderr,
+            )
+            return 6
     _, launch = abi.load_candidate(library)
     ins: list[abi.Tensor] = []
     outs: list[abi.Tensor] = []
