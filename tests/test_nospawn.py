@@ -89,3 +89,64 @@ def test_the_filter_is_opt_in_and_travels_with_the_worker(tmp_path: Path) -> Non
     assert "PTXRAG_SANDBOX_NO_SPAWN" not in child_env(SandboxConfig(forbid_process_creation=False), tmp_path)
     env = child_env(SandboxConfig(forbid_process_creation=True), tmp_path)
     assert env["PTXRAG_SANDBOX_NO_SPAWN"] == "1"
+
+
+@pytest.mark.parametrize("flag", ["1", None])
+def test_the_profiled_launch_confines_itself_before_the_candidate_loads(
+    flag: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """launch_once.py (the process Nsight Compute profiles) installs the filter after the CUDA context and
+    before the candidate's library loads, when the evaluator's environment asks for it."""
+    from ptxrag.sandbox.gpu import launch_once
+
+    order: list[str] = []
+
+    class FakeRuntime:
+        def __getattr__(self, name: str):  # every CUDA runtime call succeeds
+            return lambda *a: order.append(name) or 0
+
+    def load(library: str):
+        order.append(f"load {library}")
+        return None, lambda *a: 7  # the call fails: main stops there
+
+    monkeypatch.setattr(launch_once.abi, "find_cudart", lambda: "libcudart.so")
+    monkeypatch.setattr(launch_once.ctypes, "CDLL", lambda *a, **k: FakeRuntime())
+    monkeypatch.setattr(launch_once.abi, "load_candidate", load)
+    monkeypatch.setattr(launch_once.nospawn, "forbid_process_creation", lambda: order.append("filter"))
+    if flag:
+        monkeypatch.setenv("PTXRAG_SANDBOX_NO_SPAWN", flag)
+    else:
+        monkeypatch.delenv("PTXRAG_SANDBOX_NO_SPAWN", raising=False)
+    job = tmp_path / "launch.json"
+    job.write_text('{"tensors": [], "library": "forged.so", "warm_calls": 0}')
+    assert launch_once.main(["launch_once.py", str(job), "candidate.so", "1"]) == 5
+    loaded = order.index("load candidate.so")
+    if flag:
+        assert order.index("cudaFree") < order.index("filter") < loaded
+    else:
+        assert "filter" not in order
+
+
+def test_a_filter_that_cannot_be_installed_stops_the_profiled_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptxrag.sandbox.gpu import launch_once
+
+    loaded: list[str] = []
+
+    class FakeRuntime:
+        def __getattr__(self, name: str):
+            return lambda *a: 0
+
+    def refuse() -> None:
+        raise OSError("libseccomp.so.2: cannot open shared object file")
+
+    monkeypatch.setattr(launch_once.abi, "find_cudart", lambda: "libcudart.so")
+    monkeypatch.setattr(launch_once.ctypes, "CDLL", lambda *a, **k: FakeRuntime())
+    monkeypatch.setattr(launch_once.abi, "load_candidate", lambda lib: loaded.append(lib))
+    monkeypatch.setattr(launch_once.nospawn, "forbid_process_creation", refuse)
+    monkeypatch.setenv("PTXRAG_SANDBOX_NO_SPAWN", "1")
+    job = tmp_path / "launch.json"
+    job.write_text('{"tensors": []}')
+    assert launch_once.main(["launch_once.py", str(job), "candidate.so", "1"]) == 6
+    assert loaded == []  # the candidate never ran unconfined
