@@ -2,9 +2,11 @@
 query tower's held-out written training queries, with the reader's mix and gate re-chosen per stack.
 
     PTXRAG_HOME=<home with 9.1 and the pack indexed> python eval/retrieval/choose_stack.py \
-        --queries eval/retrieval/training/*.jsonl [--reranker OLD=PATH] [--no-memory OLD] --out grid.json
+        --queries eval/retrieval/training/*.jsonl [--reranker OLD=PATH] [--reader OLD=PATH] [--no-memory OLD] \
+        --out grid.json
 
-A stack is the packaged retriever (``default``) or one with another reranker file (``--reranker NAME=PATH``),
+A stack is the packaged retriever (``default``) or one with another reranker file (``--reranker NAME=PATH``)
+or another reader file (``--reader NAME=PATH``),
 each with the packaged query memory, another memory file (``--memory NAME=PATH``) or none
 (``--no-memory NAME``). A held-out
 query searches with the memory of the other rounds only (its own round holds it and the queries written
@@ -37,6 +39,7 @@ from ptxrag.indexer import Retriever  # noqa: E402
 from ptxrag.indexer.evaluation import load_queries, packaged_set, select  # noqa: E402
 from ptxrag.indexer.fusion import FusionWeights  # noqa: E402
 from ptxrag.indexer.memory import memory_for  # noqa: E402
+from ptxrag.indexer.reader import reader_for  # noqa: E402
 from ptxrag.indexer.rerank import load_reranker  # noqa: E402
 from ptxrag.indexer.schema import MANUAL_SOURCE  # noqa: E402
 
@@ -86,6 +89,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=Path, nargs="+", required=True)
     ap.add_argument("--reranker", nargs="*", default=[], help="NAME=PATH: another stack with that reranker")
+    ap.add_argument("--reader", nargs="*", default=[], help="NAME=PATH: another stack with that reader file")
     ap.add_argument("--no-memory", nargs="*", default=[], help="stack names run without the query memory")
     ap.add_argument("--memory", nargs="*", default=[], help="NAME=PATH: stack NAME with that memory file")
     ap.add_argument("--mix", type=float, nargs="*", default=[0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
@@ -106,6 +110,13 @@ def main() -> None:
         name, path = spec.split("=", 1)
         other = Retriever()
         other.reranker = load_reranker(Path(path))
+        stacks.append((name, other))
+    for spec in args.reader:
+        name, path = spec.split("=", 1)
+        other = Retriever()
+        other.reader = reader_for(other.spec, Path(path))
+        if other.reader is None:
+            raise SystemExit(f"{path}: no reader for this model")
         stacks.append((name, other))
     held = [
         (w.query, [w.section], w.sources, w.round)
