@@ -145,6 +145,24 @@ def test_the_reader_reorders_a_close_call_and_the_switch_and_gate_keep_it(
     assert got == [[h.section_number for h in after]] * 4
 
 
+def test_the_reader_reads_as_many_first_candidates_as_the_weights_say(
+    mini: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """k belongs to the stack (FusionWeights.reader_k), not to the reader file."""
+    off = FusionWeights(reader=False)
+    before = mini.search(QUERY, 5, sources=["ptx-isa"], weights=off)
+    keys = mini._keys(None, ["ptx-isa"])[0]
+    texts = {h.section_number: mini._reader_text((keys, h.section_number)) for h in before}
+    reader = _preferring(mini, QUERY, texts[before[1].section_number], texts[before[0].section_number])
+    read: list[int] = []
+    inner = reader.scores
+    monkeypatch.setattr(reader, "scores", lambda emb, q, docs: read.append(len(docs)) or inner(emb, q, docs))
+    monkeypatch.setattr(mini, "reader", reader)
+    for k in (2, 3):
+        mini.search(QUERY, 5, sources=["ptx-isa"], weights=ON.model_copy(update={"reader_k": k}))
+    assert read == [2, 3] and reader.k == SETTINGS["k"]
+
+
 def test_without_a_fitting_reader_the_search_is_todays(
     mini: Retriever, monkeypatch: pytest.MonkeyPatch
 ) -> None:

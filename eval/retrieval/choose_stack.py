@@ -11,8 +11,8 @@ each with the packaged query memory, another memory file (``--memory NAME=PATH``
 (``--no-memory NAME``). A held-out
 query searches with the memory of the other rounds only (its own round holds it and the queries written
 beside it). Each query's reranked list (reader off) is recorded once with the reader's scores of its first
-``k`` candidates; the reader's mix and gate are then applied offline over a grid, as ``Retriever._read``
-does. Printed and written: recall@1 / MRR@10 on dev and on the hold-out for each stack and setting, and
+``k`` candidates (the largest of ``--k``); the reader's k, mix and gate are then applied offline over a grid,
+as ``Retriever._read`` does. Printed and written: recall@1 / MRR@10 on dev and on the hold-out for each stack and setting, and
 the pick of the rule (``--rule``): ``firsts`` (sessions 8-9) sums first places over both sets, so the
 held-out queries, ten times as many and written by the writers of the remembered ones, decide; ``balanced``
 (session 10 on, declared before its test look) adds the two recalls@1, so dev (another origin, the fairer
@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--reader", nargs="*", default=[], help="NAME=PATH: another stack with that reader file")
     ap.add_argument("--no-memory", nargs="*", default=[], help="stack names run without the query memory")
     ap.add_argument("--memory", nargs="*", default=[], help="NAME=PATH: stack NAME with that memory file")
+    ap.add_argument(
+        "--k", type=int, nargs="*", default=[2], help="how many first candidates the reader reads"
+    )
     ap.add_argument("--mix", type=float, nargs="*", default=[0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
     ap.add_argument("--gate", type=float, nargs="*", default=[0.2, 0.3, 0.4, 0.5])
     ap.add_argument("--threads", type=int, default=2)
@@ -134,17 +137,23 @@ def main() -> None:
         if name in args.no_memory:
             r.memory = None
         t0 = time.time()
-        recs_dev, recs_held = record(r, dev, 2), record(r, held, 2)
+        depth = max(args.k)
+        recs_dev, recs_held = record(r, dev, depth), record(r, held, depth)
         print(f"{name}: recorded in {time.time() - t0:.0f} s", flush=True)
-        for mix in args.mix:
-            for gate in args.gate if mix else [0.0]:
-                d1, dm = summary(recs_dev, mix, gate, 2)
-                h1, hm = summary(recs_held, mix, gate, 2)
-                tag = f"{name} mix={mix:g} gate={gate:g}"
-                results[tag] = [d1, dm, h1, hm, d1 * len(dev) + h1 * len(held)]
-                print(
-                    f"  {tag}: dev r@1 {d1:.3f} MRR {dm:.3f} | held r@1 {h1:.3f} MRR {hm:.3f} | firsts {results[tag][4]:.0f}"
-                )
+        for k in sorted(args.k):
+            for mix in args.mix:
+                if not mix and k != min(args.k):
+                    continue  # no reader: k plays no part
+                for gate in args.gate if mix else [0.0]:
+                    d1, dm = summary(recs_dev, mix, gate, k)
+                    h1, hm = summary(recs_held, mix, gate, k)
+                    tag = f"{name} k={k} mix={mix:g} gate={gate:g}" if mix else f"{name} mix=0"
+                    results[tag] = [d1, dm, h1, hm, d1 * len(dev) + h1 * len(held)]
+                    print(
+                        f"  {tag}: dev r@1 {d1:.3f} MRR {dm:.3f} | held r@1 {h1:.3f} MRR {hm:.3f} "
+                        f"| firsts {results[tag][4]:.0f}",
+                        flush=True,
+                    )
 
     def score(t: str) -> tuple[float, float]:
         d1, dm, h1, _, firsts = results[t]

@@ -212,6 +212,8 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--out", type=Path, default=READER_PATH)
     args = ap.parse_args()
+    if args.out.suffix != ".npz":
+        ap.error(f"--out {args.out}: the reader file is an .npz archive (numpy adds the suffix otherwise)")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)

@@ -75,11 +75,18 @@ class FusionWeights(BaseModel):
         "searches it reads (about a third; docs/retrieval.md)",
     )
     reader_mix: float = Field(
-        4.0,
+        1.0,
         ge=0,
         description="weight of the reader's score beside the reranker's log-probability (chosen on dev and "
         "the tower's held-out queries with the query memory and the reranker in use; the reader file's "
         "meta keeps what its own trainer chose for the stack of its day)",
+    )
+    reader_k: int = Field(
+        2,
+        ge=2,
+        le=10,
+        description="how many of the reranker's first candidates the reader reads and may reorder, chosen "
+        "with mix and gate (its cost grows with k: about 5 ms at two threads for 2, 10 ms for 5)",
     )
     reader_gate: float = Field(
         0.5,

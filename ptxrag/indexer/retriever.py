@@ -449,11 +449,11 @@ class Retriever:
         bonus: dict[tuple[str, str], float],
         w: FusionWeights,
     ) -> list[tuple[Candidate, float]]:
-        """The reranked list with its first ``reader.k`` candidates reordered by the reranker's
+        """The reranked list with its first ``w.reader_k`` candidates reordered by the reranker's
         log-probability plus ``w.reader_mix`` x the reader's score, when the second is at least
         ``w.reader_gate`` as likely as the first (else unchanged). Scores stay relative probabilities,
         never rising; the rest keep theirs, scaled down where the reordered ones fell below them."""
-        k = min(reader.k, len(ranked))
+        k = min(w.reader_k, len(ranked))
         if k < 2 or ranked[1][1] < w.reader_gate:
             return ranked
         top, rest = ranked[:k], ranked[k:]
