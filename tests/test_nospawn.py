@@ -1,8 +1,8 @@
 """The candidate process's process-creation filter (ptxrag/sandbox/gpu/nospawn.py), run in a plain Python
 process: after it, threads still start, every way of creating a process or running a program kills the
 process with SIGSYS, and clone3 is refused (ENOSYS) so that glibc falls back to a clone the filter reads.
-No GPU needed: the GPU run of the control that uses it (controls/reaped_helper.cu) is PART=9 of
-docs/validation/run-gpu-next.sh."""
+No GPU needed: the GPU runs (controls/reaped_helper.cu, profiled_helper.cu, every reference with the filter)
+are PART=9 and PART=10 of docs/validation/run-gpu-next.sh (docs/validation/2026-12-05-s10-gpu.txt)."""
 
 from __future__ import annotations
 
@@ -84,8 +84,14 @@ def test_clone3_is_refused_so_glibc_falls_back_to_clone() -> None:
     assert "clone3 -1 38" in got.stdout  # ENOSYS
 
 
-def test_the_filter_is_opt_in_and_travels_with_the_worker(tmp_path: Path) -> None:
+def test_the_filter_is_on_by_default_and_travels_with_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert "nospawn.py" in WORKER_FILES and (GPU_DIR / "nospawn.py").is_file()
+    monkeypatch.delenv("PTXRAG_SANDBOX_NO_SPAWN", raising=False)
+    assert SandboxConfig().forbid_process_creation
+    monkeypatch.setenv("PTXRAG_SANDBOX_NO_SPAWN", "0")
+    assert not SandboxConfig().forbid_process_creation
     assert "PTXRAG_SANDBOX_NO_SPAWN" not in child_env(SandboxConfig(forbid_process_creation=False), tmp_path)
     env = child_env(SandboxConfig(forbid_process_creation=True), tmp_path)
     assert env["PTXRAG_SANDBOX_NO_SPAWN"] == "1"

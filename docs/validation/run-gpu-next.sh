@@ -13,7 +13,8 @@
 # Session 8 ran PART=7, 3 and 8 (2026-12-05-s8-gpu.txt; PART=8 checks the zombie fix). Open GPU work: the
 # BW_DQ_BULK=1 attention-backward variant through the sandbox (10% faster, not the default yet) and throughput.
 # Session 9 had no GPU lent; it wrote PART=9 (the process-creation filter, opt-in until PART=9 passes): run it first.
-# Session 10: PART=9 (extended with profiled_helper.cu) and PART=10 (every reference and the hostile suite with the filter).
+# Session 10 ran PART=9 (extended with profiled_helper.cu) and PART=10 (2026-12-05-s10-gpu.txt); the filter is on by
+# default since. Next: PART=9 again (its two test expectations were changed after the run), then 3 (throughput).
 # PART=1 bash docs/validation/run-gpu-next.sh   (1 to 10)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh

@@ -51,12 +51,13 @@ class SandboxConfig:
     keep_worker: bool = True
     #: how many warm workers wait for the next candidate (one per candidate that evaluates at the same time)
     idle_workers: int = 2
-    #: forbid the candidate's process to create processes or run programs once its library is loaded
-    #: (``gpu/nospawn.py``, seccomp; it closes a helper that is forked, execs with a clean environment and is
-    #: reaped within one call). PTXRAG_SANDBOX_NO_SPAWN=1 turns it on; off by default until a GPU run shows
-    #: the CUDA driver, CUPTI and Nsight Compute never need it in that process
+    #: forbid the candidate's process (and the profiled launch's) to create processes or run programs once
+    #: its library is loaded (``gpu/nospawn.py``, seccomp via libseccomp; it closes a helper that is forked,
+    #: execs with a clean environment and is reaped within one call). On by default since session 10 (the
+    #: H200 run: every task's reference passes every stage with it, docs/validation/2026-12-05-s10-gpu.txt);
+    #: PTXRAG_SANDBOX_NO_SPAWN=0 turns it off (weaker: such a helper then goes unseen)
     forbid_process_creation: bool = field(
-        default_factory=lambda: os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
+        default_factory=lambda: os.environ.get("PTXRAG_SANDBOX_NO_SPAWN", "1") != "0"
     )
     keep_workdir: bool = False
     artifacts_dir: Path | None = None  # copy ncu CSV, SASS excerpt and logs here when set

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
             nospawn.forbid_process_creation()
         except OSError as e:
             print(
-                f"launch_once: harness error: the process-creation filter could not be installed: {e}",
+                f"launch_once: harness error: the process-creation filter could not be installed: {e} (it needs libseccomp.so.2, e.g. the libseccomp2 package; PTXRAG_SANDBOX_NO_SPAWN=0 runs without it, weaker)",
                 file=sys.stderr,
             )
             return 6

@@ -11,9 +11,11 @@ glibc falls back to ``clone``, whose flags it can: threads (``CLONE_THREAD``) st
 driver and CUPTI start their own. A filter cannot be removed by the process it confines, and it passes
 to any thread started later.
 
-Used by runner.py (the candidate's process, without ptxrag installed: imported by path beside it) when the
-worker asks for it (``PTXRAG_SANDBOX_NO_SPAWN=1``; off by default until a GPU run has shown that the CUDA
-driver, CUPTI and Nsight Compute's injection never create a process in a confined candidate process)."""
+Used by runner.py (the candidate's process, without ptxrag installed: imported by path beside it) and
+launch_once.py (the process Nsight Compute profiles) when the evaluator asks for it
+(``SandboxConfig.forbid_process_creation``, on by default since the session-10 H200 run showed that the CUDA
+driver, CUPTI and Nsight Compute's injection never create a process in a confined process: every task's
+reference passed every stage with it; ``PTXRAG_SANDBOX_NO_SPAWN=0`` turns it off)."""
 
 from __future__ import annotations
 

@@ -53,8 +53,8 @@ FULL_CHECKS = 2  # timed repetitions whose whole output is verified
 RECORDED_SHARE = 4  # one timed repetition in this many runs with the CUPTI stream record (not in the median)
 RECORDED_MIN = 3
 START_TIMEOUT_S = 60.0  # the candidate's process: interpreter, CUDA context, CUPTI
-#: forbid process creation in the candidate's process from the load of its library on (nospawn.py); opt-in
-#: until a GPU run has shown the CUDA driver, CUPTI and Nsight Compute never need it there
+#: forbid process creation in the candidate's process from the load of its library on (nospawn.py); set by
+#: the evaluator (worker_client.child_env) when SandboxConfig.forbid_process_creation is on (the default)
 NO_SPAWN = os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
 #: the baseline's timings by the job's ``baseline_key`` (task content, timing shape): measured once per worker
 BASELINES: dict[str, tuple[float, float]] = {}
