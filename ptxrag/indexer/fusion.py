@@ -71,8 +71,8 @@ class FusionWeights(BaseModel):
     reader: bool = Field(
         True,
         description="reorder the reranker's first candidates on a close call with the learned reader "
-        "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~6.5 ms at two, on the "
-        "searches it reads (about a third; docs/retrieval.md)",
+        "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~5 ms at two, on the "
+        "searches it reads (about one in eight at gate 0.5; docs/retrieval.md)",
     )
     reader_mix: float = Field(
         1.0,

@@ -13,14 +13,14 @@ the jointly read tokens (each query token's best cosine with a candidate token, 
 ``head`` "maxsim" in the file's settings), which already prefers the right one of two close candidates
 before any training.
 
-It runs after the reranker on the first ``FusionWeights.reader_k`` candidates when the second of them is at least
-``FusionWeights.reader_gate`` as likely as the first (a close call); each candidate's new score is the
+It runs after the reranker on the first ``FusionWeights.reader_k`` candidates when the second of them is
+at least ``FusionWeights.reader_gate`` as likely as the first (a close call); each candidate's new score is the
 reranker's log-probability relative to the best plus ``FusionWeights.reader_mix`` x the reader's score,
 and those are reordered by it. k, mix and gate live with the fusion weights because they are chosen for
 the whole stack in use (``eval/retrieval/choose_stack.py``); the file's ``k``, ``mix`` and ``gate`` record
 what its trainer chose for the stack of its day. It is on by default (``FusionWeights(reader=False)`` and
-the ``no-reader`` ablation switch it off). On the searches it
-reads (about a third) it costs about 9 ms at one torch thread, 6.5 ms at two. ``eval/retrieval/train_reader.py`` trains it."""
+the ``no-reader`` ablation switch it off). On the searches it reads (about one in eight at gate 0.5) it
+costs about 9 ms at one torch thread and 5 ms at two for two candidates, twice that for five. ``eval/retrieval/train_reader.py`` trains it."""
 
 from __future__ import annotations
 

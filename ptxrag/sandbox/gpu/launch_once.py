@@ -45,19 +45,16 @@ def main(argv: list[str]) -> int:
         job = json.load(f)
     library, warm_calls = launch_params(argv, job)
     rt = ctypes.CDLL(abi.find_cudart())
-    if (
-        os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1"
-    ):  # the evaluator's environment (worker_client.child_env)
-        # as in runner.py: the CUDA context (and the profiler's injection) first, then no new process from
-        # here on; the candidate's code first runs in load_candidate (its constructors)
+    # the evaluator's environment (worker_client.child_env) asks for the filter; as in runner.py: the CUDA
+    # context (and the profiler's injection) first, then no new process from here on (the candidate's code
+    # first runs in load_candidate: its constructors)
+    if os.environ.get("PTXRAG_SANDBOX_NO_SPAWN") == "1":
         _check(rt, rt.cudaFree(None), "cudaFree(0)")
         try:
             nospawn.forbid_process_creation()
         except OSError as e:
-            print(
-                f"launch_once: harness error: the process-creation filter could not be installed: {e} (it needs libseccomp.so.2, e.g. the libseccomp2 package; PTXRAG_SANDBOX_NO_SPAWN=0 runs without it, weaker)",
-                file=sys.stderr,
-            )
+            msg = f"the process-creation filter could not be installed: {e} ({nospawn.MISSING_HINT})"
+            print(f"launch_once: harness error: {msg}", file=sys.stderr)
             return 6
     _, launch = abi.load_candidate(library)
     ins: list[abi.Tensor] = []

@@ -31,6 +31,13 @@ CLONE_THREAD = 0x00010000
 FORBIDDEN = ("fork", "vfork", "execve", "execveat")
 
 
+#: what a caller says when the filter cannot be installed
+MISSING_HINT = (
+    "it needs libseccomp.so.2 (e.g. the libseccomp2 package); PTXRAG_SANDBOX_NO_SPAWN=0 runs without the "
+    "filter (weaker: a helper process reaped within a call then goes unseen)"
+)
+
+
 def scmp_act_errno(code: int) -> int:
     return 0x00050000 | (code & 0xFFFF)
 

@@ -111,7 +111,7 @@ class Runner:
                 nospawn.forbid_process_creation()
             except OSError as e:
                 raise RuntimeError(
-                    f"the process-creation filter could not be installed: {e} (it needs libseccomp.so.2, e.g. the libseccomp2 package; PTXRAG_SANDBOX_NO_SPAWN=0 runs without it, weaker)"
+                    f"the process-creation filter could not be installed: {e} ({nospawn.MISSING_HINT})"
                 ) from e
         self.lib, self.launch = abi.load_candidate(cmd["library"])
         return {"audit": self.audit_violations()}
