@@ -15,7 +15,8 @@
 # Session 9 had no GPU lent; it wrote PART=9 (the process-creation filter, opt-in until PART=9 passes): run it first.
 # Session 10 ran PART=9 (extended with profiled_helper.cu) and PART=10 (2026-12-05-s10-gpu.txt); the filter is on by
 # default since. Next: PART=9 again (its two test expectations were changed after the run), then 3 (throughput).
-# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 10)
+# Session 11: PART=9, then 11 (the hostile suite, whose fork-bomb expectation changed in session 10), then 3.
+# PART=1 bash docs/validation/run-gpu-next.sh   (1 to 11)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
 export PTXRAG_HOME=/tmp/ph PYTHONUNBUFFERED=1
@@ -26,6 +27,7 @@ nospawn_lib() {
     cp .whl/lib/libseccomp.so.2 /usr/lib/x86_64-linux-gnu/ && ldconfig && log "libseccomp: carried copy installed"
   else log "libseccomp: $(ldconfig -p | grep libseccomp.so.2 | head -1)"; fi
 }
+nospawn_lib  # the filter is on by default since session 10: every part needs it
 case "${PART:-1}" in
 1)  # issue 15: the kernels of the tasks that changed after their session-5 run: bulk-copy-scale (input_overwrite
     # was lost to the harness race), warp-elect-sum (its elect.sync minimum is now the task's own expression),
@@ -143,4 +145,7 @@ PY
     python3 docs/validation/integrity-summary.py "$OUT"/s10-refs-*.jsonl | tail -8 | tee -a "$OUT/log.txt"
     timeout 240 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile-nospawn.txt" 2>&1
     rc=$?; log "hostile suite (no spawn) rc=$rc"; tail -15 "$OUT/hostile-nospawn.txt" ;;
+11) # session 11: the hostile suite with the filter on by default (its fork-bomb case now stops at the first fork)
+    timeout 330 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_hostile_gpu.py > "$OUT/hostile.txt" 2>&1
+    rc=$?; log "hostile suite rc=$rc"; tail -15 "$OUT/hostile.txt" ;;
 esac

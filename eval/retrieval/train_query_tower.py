@@ -43,7 +43,7 @@ def held_out(text: str) -> bool:
 #: every evaluation query file: a training query with the same text (case and spacing aside) is dropped
 EVAL_FILES = [
     *sorted((Path(__file__).resolve().parents[2] / "ptxrag" / "indexer" / "evalsets").glob("*.jsonl")),
-    *sorted((Path(__file__).resolve().parents[1] / "fresh").glob("ptx-isa-*-fresh.jsonl")),
+    *sorted(Path(__file__).resolve().parents[1].glob("fresh*/ptx-isa-*.jsonl")),  # every fresh held-out set
     *sorted((Path(__file__).resolve().parents[3] / "shared" / "eval").glob("*.jsonl")),
 ]
 
