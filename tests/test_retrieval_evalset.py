@@ -196,3 +196,36 @@ def test_cli_eval_retrieval_takes_the_packaged_set_a_split_and_ablations(
     assert bad.exit_code != 0 and "--split must be dev, test or all" in bad.output
     bad = runner.invoke(app, ["eval-retrieval", "--set", "9.1", "--ablation", "bm26"])
     assert bad.exit_code != 0 and "unknown ablation" in bad.output
+
+
+FRESH_SETS = sorted((EVAL_DIR.parent).glob("fresh*/ptx-isa-9.1-fresh*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in FRESH_SETS if "sources" not in p.name], ids=lambda p: p.parent.name
+)
+def test_fresh_sets_expect_real_sections_and_never_train(path: Path, shared_dir: Path) -> None:
+    """Every fresh held-out set names real 9.1 sections, and none of its queries reaches the tower, the memory
+    or the reranker: the training reader drops a written query whose text is an evaluation query's."""
+    import importlib
+    import sys
+
+    from ptxrag.indexer.loaders.markdown import load_markdown
+
+    queries = load_queries(path)
+    assert len(queries) >= 150
+    sections, _ = load_markdown(shared_dir / "corpus" / "ptx-isa-9.1")
+    numbers = {s.number for s in sections}
+    assert not [(q.query, e) for q in queries for e in q.expect if e not in numbers]
+    sys.path.insert(0, str(EVAL_DIR))
+    try:
+        tower = importlib.import_module("train_query_tower")
+    finally:
+        sys.path.remove(str(EVAL_DIR))
+    assert path.resolve() in {f.resolve() for f in tower.EVAL_FILES}
+    trained = {
+        " ".join(q.lower().split())
+        for q, _, _ in tower.read_training_rounds(sorted((EVAL_DIR / "training").glob("*.jsonl")))
+    }
+    leaked = [q.query for q in queries if " ".join(q.query.lower().split()) in trained]
+    assert not leaked, f"{path.name}: held-out queries in the training data: {leaked}"
