@@ -16,7 +16,6 @@ measures the load. The target (issue 17): p95 <= 20 ms on 2 cores, warm. Ranking
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import statistics
@@ -24,11 +23,6 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-
-
-def _p(xs: list[float], q: float) -> float:
-    ordered = sorted(xs)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def _load() -> str:
@@ -56,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ptxrag.indexer import Retriever
     from ptxrag.indexer.baselines import ABLATIONS
-    from ptxrag.indexer.evaluation import load_queries, packaged_set, select
+    from ptxrag.indexer.evaluation import _p95, load_queries, packaged_set, select
     from ptxrag.indexer.schema import MANUAL_SOURCE
 
     unknown = [a for a in args.ablation if a not in ABLATIONS]
@@ -97,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                     q.query, 10, version=version, sources=[MANUAL_SOURCE], weights=ABLATIONS[name]
                 )
                 times.append((time.perf_counter() - t0) * 1000)
-            p95s[(threads, name)].append(_p(times, 0.95))
+            p95s[(threads, name)].append(_p95(times))
             pooled[(threads, name)] += times
             say(
                 f"  pass {n + 1} threads {threads} {name:10}: p50 {statistics.median(times):5.1f} "
@@ -109,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(
             f"threads {key[0]} {key[1]:10}: p95 median of passes {med:.1f} ms, best {min(p95s[key]):.1f}, worst "
             f"{max(p95s[key]):.1f}; pooled p50 {statistics.median(pooled[key]):.1f} / p95 "
-            f"{_p(pooled[key], 0.95):.1f} ms; target p95 <= {args.target_ms:g} ms: "
+            f"{_p95(pooled[key]):.1f} ms; target p95 <= {args.target_ms:g} ms: "
             f"{'met' if med <= args.target_ms else 'MISSED'} (median of passes)"
         )
     say("")
