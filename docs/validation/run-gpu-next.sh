@@ -16,7 +16,7 @@
 # Session 10 ran PART=9 (extended with profiled_helper.cu) and PART=10 (2026-12-05-s10-gpu.txt); the filter is on by
 # default since. Next: PART=9 again (its two test expectations were changed after the run), then 3 (throughput).
 # Session 11: PART=9, then 11 (the hostile suite, whose fork-bomb expectation changed in session 10), then 3.
-# Session 11 got no device (every start between 12:45 and 14:25 UTC refused or failed): the same order stands.
+# Session 11 got no device (every start between 12:45 and 15:14 UTC refused or failed): the same order stands.
 # PART=1 bash docs/validation/run-gpu-next.sh   (1 to 11)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
