@@ -17,6 +17,7 @@
 # default since. Next: PART=9 again (its two test expectations were changed after the run), then 3 (throughput).
 # Session 11: PART=9, then 11 (the hostile suite, whose fork-bomb expectation changed in session 10), then 3.
 # Session 11 got no device (every start between 12:45 and 15:14 UTC refused or failed): the same order stands.
+# Session 12 ran PART=9, 11 and 3 on an H100 (2026-12-05-s12-gpu.txt): all passed. No GPU part is open.
 # PART=1 bash docs/validation/run-gpu-next.sh   (1 to 11)
 cd "$(dirname "$0")/../.."
 source scripts/gpu-env.sh
