@@ -33,6 +33,7 @@ from ptxrag.indexer import (
     list_added,
     load_queries,
 )
+from ptxrag.indexer.baselines import searcher
 from ptxrag.indexer.catalog import Store
 from ptxrag.indexer.embedding import bundled_model_path
 from ptxrag.indexer.library import ManualChecks
@@ -129,6 +130,18 @@ def test_filters_and_exclusions(retriever: Retriever) -> None:
         retriever.search("  ")
     with pytest.raises(IndexerError, match="k must be"):
         retriever.search("wgmma.fence", k=0)
+
+
+def test_a_compilers_file_name_and_line_do_not_steer_the_search(retriever: Retriever) -> None:
+    # a pasted message names the writer's file; one named after the mistake must not act as query words
+    msg = "error   : Arguments mismatch for instruction 'cp.async.bulk.tensor'"
+    plain = [h.section_number for h in retriever.search(f"ptxas {msg}", k=5)]
+    for path in ("/tmp/tmpq1/candidate.ptx", "mbarrier_try_wait_parity_wrong.ptx"):
+        pasted = [h.section_number for h in retriever.search(f"ptxas {path}, line 30; {msg}", k=5)]
+        assert pasted == plain, path
+    bm25 = searcher("bm25-chunks", retriever, "9.1")
+    hint = bm25.search(f"ptxas mbarrier_try_wait_parity_wrong.ptx, line 30; {msg}", k=5)
+    assert [h.section_number for h in hint] == [h.section_number for h in bm25.search(f"ptxas {msg}", k=5)]
 
 
 def test_knowledge_pack_next_to_the_manual(retriever: Retriever) -> None:

@@ -95,3 +95,22 @@ def test_dense_query_drops_the_question_around_what_an_instruction_does() -> Non
     assert dense_query("Which PTX instruction does a dot product of pairs?") == "a dot product of pairs"
     assert dense_query("mbarrier.try_wait.parity") == "mbarrier.try_wait.parity"
     assert dense_query("which instruction?") == "which instruction"  # nothing after the question words
+
+
+def test_compiler_locations_are_taken_out_of_pasted_messages() -> None:
+    from ptxrag.indexer.text import strip_compiler_locations as strip
+
+    ptxas = "ptxas /tmp/a b/k.ptx, line 17; error   : Unknown modifier '.x'"  # a space in the path: kept
+    assert strip("ptxas /tmp/ab/k.ptx, line 17; error   : Unknown modifier '.x'") == (
+        "ptxas error   : Unknown modifier '.x'"
+    )
+    assert strip(ptxas) == ptxas
+    two = "ptxas k.ptx, line 3; fatal   : Parsing error near 'd': syntax error\nptxas k.ptx, line 4; error   : X"
+    assert strip(two) == "ptxas fatal   : Parsing error near 'd': syntax error\nptxas error   : X"
+    assert (
+        strip('candidate.cu(12): error: identifier "x" is undefined') == 'error: identifier "x" is undefined'
+    )
+    assert strip("/tmp/k.cu:12:5: error: expected ';'") == "error: expected ';'"
+    # questions that merely contain such words are left alone
+    for q in ("what does ld.global.nc do, line 3; maybe", "why is k.cu(12) slow", "ptxas error   : X"):
+        assert strip(q) == q

@@ -27,6 +27,7 @@ import numpy as np
 from .errors import IndexerError
 from .fusion import FusionWeights
 from .schema import MANUAL_SOURCE, Hit
+from .text import strip_compiler_locations
 
 WINDOW_WORDS = 120
 STRIDE_WORDS = 60
@@ -117,7 +118,9 @@ class ChunkBM25:
     ) -> list[Hit]:
         if version not in (None, self._version) or (sources and list(sources) != [MANUAL_SOURCE]):
             raise IndexerError(f"the chunk BM25 baseline covers PTX ISA {self._version} only")
-        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+        tokens = self._bm25s.tokenize(
+            [strip_compiler_locations(query)], stopwords="en", show_progress=False, return_ids=False
+        )[0]
         vocab = self._index.vocab_dict
         known = [t for t in tokens if t in vocab]
         n_sections = len(self._loaded.sections)

@@ -36,7 +36,7 @@ from .memory import Placed, QueryMemory, memory_for
 from .reader import Reader, reader_for, reader_text
 from .rerank import RERANK_DEPTH, Reranker, Row, features, load_reranker
 from .schema import BUNDLED_VERSION, KNOWLEDGE_SOURCES, MANUAL_SOURCE, Hit, Section
-from .text import arch_key, tokenize, version_key
+from .text import arch_key, strip_compiler_locations, tokenize, version_key
 from .tower import QueryTower, tower_for
 
 #: how many chunks the dense search returns per collection before grouping by section
@@ -367,6 +367,7 @@ class Retriever:
             raise IndexerError("empty query")
         if k < 1:
             raise IndexerError(f"k must be at least 1, got {k}")
+        query = strip_compiler_locations(query)
         keys = self._keys(version, sources)
         w = weights or self.weights
         # sections already seen are dropped after ranking, so the scores of a search with exclusions

@@ -25,6 +25,27 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.\-]", version))
 
 
+# --- queries --------------------------------------------------------------------------------------------
+
+# Where a compiler message points: ptxas "kernel.ptx, line 17;", nvcc "kernel.cu(12):", gcc/clang style
+# "kernel.cu:12:5:". The path is the writer's or the agent's own (often a temporary name, sometimes one that
+# describes the mistake); no manual section is about it.
+_PTXAS_AT = re.compile(r"(?m)^([ \t]*ptxas)[ \t]+[^\s,;]+,[ \t]*line[ \t]+\d+;[ \t]*")
+_NVCC_AT = re.compile(
+    r"(?m)^[ \t]*[^\s():]+\(\d+\):[ \t]*(?=(?:fatal[ \t]+)?(?:error|warning|catastrophic))", re.I
+)
+_CLANG_AT = re.compile(r"(?m)^[ \t]*[^\s():]+:\d+:(?:\d+:)?[ \t]*(?=(?:fatal[ \t]+)?(?:error|warning))", re.I)
+
+
+def strip_compiler_locations(query: str) -> str:
+    """``query`` with compiler locations taken out of pasted compiler output: "ptxas /tmp/a/k.ptx, line 17;
+    error : Unknown modifier '.x'" -> "ptxas error : Unknown modifier '.x'", "k.cu(12): error: ..." ->
+    "error: ...". Other text is returned unchanged."""
+    out = _PTXAS_AT.sub(r"\1 ", query)
+    out = _NVCC_AT.sub("", out)
+    return _CLANG_AT.sub("", out)
+
+
 # --- cleaning ------------------------------------------------------------------------------------------
 
 # A Sphinx permalink: an empty (or icon-only) link, e.g. [](url "Permalink to this headline") or [¶](#x).
