@@ -2,7 +2,7 @@
 decide a latency claim (a single pass's p95 moved by +-3 ms between runs on the 2-core machine).
 
     PTXRAG_HOME=<home with 9.1 and the pack indexed> python benchmarks/retrieval_latency.py \
-        [--set 9.1 --split test] [--passes 5] [--threads 1 2] [--ablation default no-reader] [--out FILE]
+        [--set 9.1 --split test] [--passes 5] [--threads 1 2] [--ablation default with-reader] [--out FILE]
 
 Each pass searches every query of the split once (top 10, the manual only, as ``eval-retrieval`` does), with
 the query-embedding cache cleared first, so every query is embedded afresh; model, index, tower, memory and

@@ -1,9 +1,10 @@
 """Pool several held-out sets' scores and put a bootstrap interval on them (one split of 252 queries moves by
 about +-0.045 recall@1 at 95%, so a goal two queries away is inside the noise of any one set).
 
-    ptxrag eval-retrieval --set 9.1 --split test --ablation default no-reader --json > test.json
-    ptxrag eval-retrieval eval/fresh/ptx-isa-9.1-fresh.jsonl --ablation default no-reader --json > fresh.json
-    python eval/retrieval/pooled.py test.json fresh.json ... [--label default] [--against no-reader]
+    ptxrag eval-retrieval --set 9.1 --split test --ablation default --ablation with-reader --json > test.json
+    ptxrag eval-retrieval eval/fresh/ptx-isa-9.1-fresh.jsonl --ablation default --ablation with-reader \
+        --json > fresh.json
+    python eval/retrieval/pooled.py test.json fresh.json ... [--label default] [--against with-reader]
 
 Reads ``eval-retrieval --json`` outputs (one evaluation or a list of them, one per ablation). For ``--label``,
 per set and pooled: recall@1 and recall@5 with a 95% percentile interval from a bootstrap that resamples

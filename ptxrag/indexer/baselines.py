@@ -13,9 +13,10 @@
   intents, glossary, quota) and no learned part (``fusion-tuned-base``), the same with the query tower
   (``fusion-tuned``, no memory); ``fields-description`` / ``fields-queries`` ``fusion-tuned-base`` with the BM25 field
   of ``fields.py`` (purpose and Description; doc2query-style pseudo-queries) fused too; ``no-memory``
-  everything but the query memory; ``no-reader`` everything but the reader; ``default`` the defaults of
-  ``FusionWeights``: the query tower, the memory, the reranker of ``rerank.py`` and the reader of
-  ``reader.py`` on a close call, where its file fits the model."""
+  everything but the query memory; ``no-reader`` everything but the reader (the default since session 12);
+  ``with-reader`` the default plus the reader of ``reader.py`` on a close call, where its file fits the
+  model; ``default`` the defaults of ``FusionWeights``: the query tower, the memory and the reranker of
+  ``rerank.py``."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ ABLATIONS: dict[str, FusionWeights] = {
     "fields-queries": FusionWeights(rerank=False, tower=False, queries=0.5),
     "no-memory": FusionWeights(memory=False),
     "no-reader": FusionWeights(reader=False),
+    "with-reader": FusionWeights(reader=True),
     "default": FusionWeights(),
 }
 #: every ablation name ``eval-retrieval --ablation`` takes, baseline first

@@ -69,10 +69,11 @@ class FusionWeights(BaseModel):
         True, description="reorder the fused top candidates with the learned reranker (rerank.py)"
     )
     reader: bool = Field(
-        True,
+        False,
         description="reorder the reranker's first candidates on a close call with the learned reader "
         "(reader.py) when one fits the model; it costs ~9 ms at one torch thread, ~5 ms at two, on the "
-        "searches it reads (about one in eight at gate 0.5; docs/retrieval.md)",
+        "searches it reads (about one in eight at gate 0.5). Off by default since session 12: on a new "
+        "held-out set it gained nothing (docs/retrieval.md)",
     )
     reader_mix: float = Field(
         1.0,
