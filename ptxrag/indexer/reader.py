@@ -20,8 +20,9 @@ and those are reordered by it. k, mix and gate live with the fusion weights beca
 the whole stack in use (``eval/retrieval/choose_stack.py``); the file's ``k``, ``mix`` and ``gate`` record
 what its trainer chose for the stack of its day. It is off by default since session 12
 (``FusionWeights(reader=True)`` and the ``with-reader`` ablation switch it on): on a held-out set written
-after the rule was set, it gained as many first places as it lost (docs/retrieval.md). On the searches it reads (about one in eight at gate 0.5) it
-costs about 9 ms at one torch thread and 5 ms at two for two candidates, twice that for five. ``eval/retrieval/train_reader.py`` trains it."""
+after the rule was set, it gained as many first places as it lost (docs/retrieval.md). On the searches it
+reads (about one in eight at gate 0.5) it costs about 9 ms at one torch thread and 5 ms at two for two
+candidates, twice that for five. ``eval/retrieval/train_reader.py`` trains it."""
 
 from __future__ import annotations
 
