@@ -94,7 +94,10 @@ def test_heldout_set_quality(retriever: Retriever) -> None:
     misses = [(o.query, o.expect, o.top[:5]) for o in ev.misses]
     assert ev.queries >= 40
     assert ev.recall_at_5 >= 0.95, misses
-    assert ev.recall_at_1 >= 0.85, misses
+    # 0.85 until session 12; the reader, off since then by a rule applied on a new held-out set (it gained as
+    # many first places as it lost over 1,122 unseen queries), wins 3 of these 47 (0.809 -> 0.872): a set
+    # written in session 1 and read by every session since, so a regression guard, not evidence
+    assert ev.recall_at_1 >= 0.8, misses
 
 
 # --- hits, filters, sections ---------------------------------------------------------------------------
