@@ -390,7 +390,9 @@ class Retriever:
         self, query: str, keys: list[str], w: FusionWeights, *, memory_without: str | None = None
     ) -> Fused:
         """The candidates of collections ``keys`` in fused order (before the reranker).
-        ``memory_without`` leaves one round of the query memory out (its trainers' held-out queries)."""
+        ``memory_without`` leaves one round of the query memory out (its trainers' held-out queries).
+        Compiler locations are taken out of ``query`` here too, for the trainers that call this directly."""
+        query = strip_compiler_locations(query)
         qvec = self._query_vector(dense_query(query) if w.dense_rewrite else query, w.tower)
         memory = self.memory if (w.memory and w.tower and self.tower is not None) else None
         tokens = query_tokens(query) if w.glossary else tokenize(query)
@@ -426,7 +428,7 @@ class Retriever:
         follow below the last of them in fused order."""
         top, rest = fused.ranked[:RERANK_DEPTH], fused.ranked[RERANK_DEPTH:]
         rows = self.rerank_rows(top, fused.bonus, fused.weights)
-        s = reranker.scores(features(rows, query, **fused.intents))
+        s = reranker.scores(features(rows, strip_compiler_locations(query), **fused.intents))
         rel = np.exp(s - s.max())
         order = [int(i) for i in np.argsort(-rel, kind="stable")]
         # when the query names an instruction the manual defines, no pack document passes the first
