@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         for row in read_rows(path):
             key = norm(str(row["query"]))
             if key in taken or key in seen:
-                why = taken.get(key, "a repeat within the set")
-                print(f"dropped {row['id']}: text equals a query of {why}: {row['query'][:90]!r}")
+                why = f"equals a query of {taken[key]}" if key in taken else "repeats an earlier row"
+                print(f"dropped {row['id']}: text {why}: {row['query'][:90]!r}")
                 continue
             seen.add(key)
             ws = words(row["query"])
